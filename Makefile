@@ -1,0 +1,35 @@
+# make run  : install missing Debian packages, build, and plan the built-in default configuration
+# make test : install missing Debian packages, build, and run every test this machine can run
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build run test clean
+
+all: build
+
+setup:
+	@./tools/setup.sh
+
+$(BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+configure: setup $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/cli/epo plan
+
+# GPU tests run only where a GPU answers; multigpu tests only where two or more do.
+test: build
+	@gpus=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); \
+	if [ "$${gpus:-0}" -ge 2 ]; then labels=''; \
+	elif [ "$${gpus:-0}" -ge 1 ]; then labels='-LE multigpu'; \
+	else labels='-L cpu'; fi; \
+	echo "epo: $${gpus:-0} GPU(s) found; ctest $$labels"; \
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $$labels
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,2 @@
+// Replaced as calibration lands.
+namespace epo::calib {}

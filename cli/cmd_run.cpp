@@ -1,0 +1,18 @@
+// epo run (lands with its issue).
+#include <cstdio>
+
+#include "cli/commands.hpp"
+
+namespace epo::cli {
+
+void add_run(CLI::App& app, Runner& run) {
+  auto* sub = app.add_subcommand("run", "not built yet");
+  sub->callback([&run] {
+    run = [] {
+      std::fprintf(stderr, "epo: 'run' is not available in this build yet\n");
+      return 1;
+    };
+  });
+}
+
+}  // namespace epo::cli

@@ -1,0 +1,18 @@
+// epo validate (lands with its issue).
+#include <cstdio>
+
+#include "cli/commands.hpp"
+
+namespace epo::cli {
+
+void add_validate(CLI::App& app, Runner& run) {
+  auto* sub = app.add_subcommand("validate", "not built yet");
+  sub->callback([&run] {
+    run = [] {
+      std::fprintf(stderr, "epo: 'validate' is not available in this build yet\n");
+      return 1;
+    };
+  });
+}
+
+}  // namespace epo::cli

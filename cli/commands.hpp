@@ -1,0 +1,19 @@
+#pragma once
+// The `epo` subcommands. Each adds itself to the application and, when chosen on the command line,
+// sets `run` to its action; main() runs it and turns errors into exit codes.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace epo::cli {
+
+/// The action of the chosen subcommand; returns the process exit code.
+using Runner = std::function<int()>;
+
+void add_predict(CLI::App& app, Runner& run);
+void add_validate(CLI::App& app, Runner& run);
+void add_plan(CLI::App& app, Runner& run);
+void add_run(CLI::App& app, Runner& run);
+void add_calibrate(CLI::App& app, Runner& run);
+
+}  // namespace epo::cli

@@ -1,0 +1,41 @@
+#pragma once
+// The configuration flags shared by predict, validate, plan and run, and how they combine with a
+// --config file: the file first, then every flag given on the command line overrides it.
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "model/config.hpp"
+
+namespace epo::cli {
+
+struct ConfigFlags {
+  std::string config_file, profile_file;
+  std::string model = "qwen3-30b-a3b", hardware = "h100-sxm";
+  int gpus = 16;
+  int tp = 1, pp = 1, vpp = 1, cp = 1, ep = 16, etp = 1;
+  bool sequence_parallel = false;
+  int mbs = 1, gbs = 512, seq = 4096;
+  std::string dispatcher = "alltoall", flex_backend = "deepep";
+  bool overlap = false, delay_wgrad = false, early_attn_release = false;
+  int comm_sms = 0;
+  bool no_permute_fusion = false, shared_expert_overlap = false;
+  std::string recompute = "none", recompute_method;
+  int recompute_num_layers = 0;
+  std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;
+  int cdmc = 32;
+  std::string precision = "bf16", routing = "uniform";
+  double skew = 0.0, capacity_factor = 0.0;
+  unsigned seed = 1;
+
+  // The options, so that build() can tell which flags were given.
+  CLI::App* app = nullptr;
+};
+
+/// Adds the configuration flags to a subcommand.
+void add_config_flags(CLI::App& sub, ConfigFlags& f);
+/// Builds the configuration: --config file (if any), overridden by the flags given, --profile
+/// replacing the hardware; then derive_and_check(). Throws input errors.
+model::Config build_config(const ConfigFlags& f);
+
+}  // namespace epo::cli

@@ -1,0 +1,2 @@
+// Replaced as the executor lands.
+namespace epo::exec {}

@@ -1,0 +1,302 @@
+#pragma once
+// The one header through which the host layer reaches the MoE kernels. Every launcher takes raw
+// device pointers, sizes and a stream, checks its arguments (std::invalid_argument naming the
+// parameter) and enqueues work asynchronously; CUDA and cuBLAS failures become std::runtime_error
+// naming the call, file and line. Nothing here includes anything of ours.
+//
+// Conventions
+//   - bf16 tensors are __nv_bfloat16, row-major; a row of `hidden` elements must be 16-byte aligned,
+//     so hidden % 8 == 0 and base pointers are 16-byte aligned (16-byte vector loads and stores).
+//   - Counts are int32 on the device. `*_idx` are indices, -1 means "none".
+//   - Experts are spread over ranks in contiguous blocks: expert e lives on rank
+//     e / (num_experts / num_ranks) as local expert e % (num_experts / num_ranks).
+//   - Orders are deterministic: inside an expert (or rank) segment rows are sorted by token index, so
+//     a kernel and its reference (kernels/reference.hpp) agree exactly on every index.
+#include <cstddef>
+#include <cstdint>
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace epo::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// ------------------------------------------------------------------------------------------------
+// Routing
+// ------------------------------------------------------------------------------------------------
+
+enum class ScoreFunction { kSoftmax, kSigmoid };
+
+/// Largest supported num_experts (one warp per token, at most 16 experts per lane).
+constexpr int kMaxRoutingExperts = 512;
+/// Largest supported num_topk.
+constexpr int kMaxTopk = 32;
+
+/// Router: scores = softmax|sigmoid(logits) in fp32; selection uses scores + score_bias (bias may be
+/// null; DeepSeek-V3 "e_score_correction_bias", selection only). With num_groups > 1 the experts are
+/// split into num_groups equal groups, each group is ranked by the sum of its top-2 biased scores
+/// (its top-1 when a group has one expert), the best group_topk groups are kept and top-k is taken
+/// inside them. Ties go to the lower expert index. topk_weights are the unbiased scores of the
+/// chosen experts, divided by their sum when normalize is set, then times scaling_factor.
+/// logits[num_tokens][num_experts] fp32; score_bias[num_experts] fp32 or null;
+/// topk_idx[num_tokens][num_topk] int32 (descending score); topk_weights[num_tokens][num_topk] fp32.
+/// Preconditions: 1 <= num_experts <= kMaxRoutingExperts, 1 <= num_topk <= min(kMaxTopk, experts in
+/// the kept groups), num_groups divides num_experts, 1 <= group_topk <= num_groups <= 32.
+void launch_routing(const float* logits, const float* score_bias, int num_tokens, int num_experts,
+                    int num_topk, int num_groups, int group_topk, ScoreFunction score_function,
+                    bool normalize, float scaling_factor, int* topk_idx, float* topk_weights,
+                    cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------------------
+// Dispatch layout
+// ------------------------------------------------------------------------------------------------
+
+/// Counts of one source rank's routing (DeepEP get_dispatch_layout). topk_idx[num_tokens][num_topk]
+/// (entries < 0 are skipped). Outputs: num_tokens_per_expert[num_experts] (token copies per expert =
+/// alltoall rows), num_tokens_per_rank[num_ranks] (distinct tokens per destination rank = flex rows),
+/// is_token_in_rank[num_tokens][num_ranks] (1 if any of the token's experts lives there, else 0).
+/// Precondition: num_ranks divides num_experts.
+void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
+                            int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
+                            uint8_t* is_token_in_rank, cudaStream_t stream);
+
+/// Bytes of device workspace launch_alltoall_layout / launch_flex_layout need (no init needed).
+size_t layout_workspace_bytes(int64_t num_tokens, int num_bins);
+
+/// Upper bound of permuted rows for launch_alltoall_layout: num_tokens*num_topk + num_experts*(align-1).
+int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_experts, int align);
+
+/// Alltoall (token copied once per selected expert) layout: a stable counting sort of the
+/// (token, k) pairs by expert. Rows are expert-major, token-ascending inside an expert, and each
+/// expert segment is padded up to a multiple of `align` rows (align = 1: no padding; the send side
+/// of an alltoall uses 1, a grouped GEMM that wants aligned segments uses e.g. 16).
+/// topk_idx[num_tokens][num_topk]: entries < 0 are skipped. When num_valid_per_segment is not null,
+/// token t counts only if t % segment_len < num_valid_per_segment[t / segment_len] (used on a flex
+/// receive buffer recv[src_rank][slot], whose tail slots hold stale data).
+/// Outputs: permuted_row[num_tokens][num_topk] = row of copy k of token t, or -1;
+/// row_src_token[max_rows] = source token of each row, -1 for padding and unused rows (whole array
+/// written); expert_offsets[num_experts + 1] = padded row offsets (exclusive prefix sum);
+/// num_tokens_per_expert[num_experts] = unpadded counts. workspace: layout_workspace_bytes(num_tokens,
+/// num_experts). Rows of rank r's experts are [expert_offsets[r*epr], expert_offsets[(r+1)*epr]).
+/// Preconditions: max_rows >= alltoall_layout_max_rows(...), align >= 1.
+void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segment, int segment_len,
+                            int num_tokens, int num_topk, int num_experts, int align,
+                            int64_t max_rows, int* permuted_row, int* row_src_token,
+                            int* expert_offsets, int* num_tokens_per_expert, void* workspace,
+                            cudaStream_t stream);
+
+/// Flex (token sent once per destination rank) layout of one source rank: slot of each token in
+/// each destination's receive buffer, tokens ascending. topk_idx[num_tokens][num_topk] global expert
+/// indices (< 0 skipped). Outputs: token_slot_in_rank[num_tokens][num_ranks] (-1: not sent),
+/// num_tokens_per_rank[num_ranks]. workspace: layout_workspace_bytes(num_tokens, num_ranks).
+/// Precondition: num_ranks divides num_experts.
+void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
+                        int num_ranks, int* token_slot_in_rank, int* num_tokens_per_rank,
+                        void* workspace, cudaStream_t stream);
+
+/// Receive side of an alltoall: rows arrive grouped [src_rank][local_expert][token] with counts
+/// num_tokens_per_src_expert[num_src_ranks][num_local_experts]; this builds the gather maps that put
+/// them expert-major ([local_expert][src_rank][token], each expert segment padded to `align`) and back.
+/// Outputs: row_src[max_out_rows] (input row of each output row, -1 for padding/unused, whole array
+/// written), row_dst[max_in_rows] (output row of each input row, -1 past the received total),
+/// expert_offsets[num_local_experts + 1] padded, num_tokens_per_expert[num_local_experts] unpadded.
+/// Use launch_permute(recv, row_src) forward and launch_permute(expert_out, row_dst) to go back.
+/// Preconditions: max_in_rows >= received rows, max_out_rows >= received + num_local_experts*(align-1).
+void launch_sort_chunks_layout(const int* num_tokens_per_src_expert, int num_src_ranks,
+                               int num_local_experts, int align, int64_t max_in_rows,
+                               int64_t max_out_rows, int* row_src, int* row_dst,
+                               int* expert_offsets, int* num_tokens_per_expert,
+                               cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------------------
+// Permute / unpermute
+// ------------------------------------------------------------------------------------------------
+
+/// Row gather: out[r][:] = x[row_src[r]][:] for r < num_out_rows, zeros where row_src[r] < 0 (so
+/// padding rows are clean for the wgrad GEMM). x[num_in_rows][hidden], out[num_out_rows][hidden] bf16.
+/// Preconditions: hidden % 8 == 0, 16-byte aligned pointers, row_src[r] < num_in_rows.
+void launch_permute(const bf16* x, int64_t num_in_rows, int hidden, const int* row_src,
+                    int64_t num_out_rows, bf16* out, cudaStream_t stream);
+
+/// Weighted reduction of the top-k copies: out[t] = sum_k w[t][k] * y[permuted_row[t][k]] with
+/// fp32 accumulation in k order, rounded once to bf16; copies with permuted_row < 0 are skipped;
+/// topk_weights null means weight 1. y[num_rows][hidden], out[num_tokens][hidden] bf16,
+/// permuted_row / topk_weights [num_tokens][num_topk]. Preconditions as launch_permute.
+void launch_unpermute(const bf16* y, int64_t num_rows, int hidden, const int* permuted_row,
+                      const float* topk_weights, int num_tokens, int num_topk, bf16* out,
+                      cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------------------
+// Activation
+// ------------------------------------------------------------------------------------------------
+
+/// SwiGLU forward. fc1_out[num_rows][2*ffn] holds the gate half in columns [0, ffn) and the up half
+/// in [ffn, 2*ffn) (Megatron's chunk(2) order); out[num_rows][ffn] = silu(gate) * up, fp32 math.
+/// Precondition: ffn % 8 == 0, 16-byte aligned pointers.
+void launch_swiglu_fwd(const bf16* fc1_out, int64_t num_rows, int ffn, bf16* out,
+                       cudaStream_t stream);
+
+/// SwiGLU backward: d_fc1[num_rows][2*ffn] = [d_out*up*silu'(gate) | d_out*silu(gate)], where
+/// silu'(g) = s(g) * (1 + g * (1 - s(g))), s = sigmoid. fc1_out as in forward, d_out[num_rows][ffn].
+void launch_swiglu_bwd(const bf16* fc1_out, const bf16* d_out, int64_t num_rows, int ffn,
+                       bf16* d_fc1, cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------------------
+// GEMMs (cuBLAS, bf16 in/out, fp32 accumulation)
+// ------------------------------------------------------------------------------------------------
+
+/// Dense row-major GEMM: c[m][n] = alpha * op(a) @ op(b) + beta * c, where op(a) is a[m][k]
+/// (trans_a false) or a[k][m]^T, op(b) is b[k][n] or b[n][k]^T. The handle's stream is set to
+/// `stream`. Preconditions: m, n, k >= 0 (0 is a no-op).
+void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int m, int n, int k,
+               bool trans_a, bool trans_b, float alpha, float beta, cudaStream_t stream);
+
+/// How a grouped GEMM is issued. kPerExpertLoop is the default (see grouped_gemm.cu for why).
+enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched };
+
+/// Bytes of device workspace the kGroupedBatched path needs (3 pointer arrays); 0 for the loop.
+size_t grouped_gemm_workspace_bytes(int num_experts);
+
+/// Expert forward: out_e[m_e][n] = x_e[m_e][k] @ w_e[k][n] for every local expert e, where x_e is
+/// rows [row_offset_per_expert[e], +m_e) of x, m_e = num_tokens_per_expert[e], and out_e the same
+/// rows of out. w[num_experts][k][n]. num_tokens_per_expert and row_offset_per_expert are HOST
+/// arrays (the caller copies the layout's counts back; padded offsets are fine). Empty experts are
+/// skipped. workspace: grouped_gemm_workspace_bytes (may be null for the loop).
+void grouped_gemm_fwd(cublasHandle_t handle, const bf16* x, const bf16* w, bf16* out,
+                      const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
+                      int num_experts, int n, int k, GroupedGemmAlgo algo, void* workspace,
+                      cudaStream_t stream);
+
+/// Expert data gradient: dx_e[m_e][k] = dy_e[m_e][n] @ w_e[k][n]^T. Same host arrays as forward.
+void grouped_gemm_dgrad(cublasHandle_t handle, const bf16* dy, const bf16* w, bf16* dx,
+                        const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
+                        int num_experts, int n, int k, GroupedGemmAlgo algo, void* workspace,
+                        cudaStream_t stream);
+
+/// Expert weight gradient: dw_e[k][n] = x_e^T @ dy_e (+ dw_e when accumulate). dw[num_experts][k][n].
+/// An empty expert gets dw_e = 0 (or is left untouched when accumulate), as a GEMM over 0 rows would.
+void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf16* dw,
+                        const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
+                        int num_experts, int n, int k, bool accumulate, GroupedGemmAlgo algo,
+                        void* workspace, cudaStream_t stream);
+
+// ------------------------------------------------------------------------------------------------
+// Flex dispatch / combine
+// ------------------------------------------------------------------------------------------------
+//
+// Every rank r (a virtual rank on a shared GPU or a GPU reached over NVLink) owns one FlexBuffers
+// block; the sender reaches the receiver's block through a device table `peers[num_ranks]` of
+// FlexBuffers (entry d = rank d's pointers as seen from the sender's device: same-device pointers
+// or peer pointers after cudaDeviceEnablePeerAccess / IPC). Sizes, with T = max_tokens_per_rank
+// (>= num_tokens of every source), R = num_ranks, H = hidden, K = num_topk:
+//   recv_x[R][T][H] bf16            token rows from each source rank, slot-ordered
+//   recv_topk_idx[R][T][K] int32    LOCAL expert index on this rank, -1 if that expert lives elsewhere
+//   recv_topk_weights[R][T][K] fp32 router weight of each copy (meaningful where idx >= 0)
+//   recv_count[R] int32             tokens received from each source (written before the flag)
+//   recv_flag[R] uint64             = seq once source's dispatch data has landed
+//   combine_x[R][T][H] bf16         on the SOURCE rank: each expert rank's weighted partial sum,
+//                                   at the same slot the token had in that rank's recv_x
+//   combine_flag[R] uint64          = seq once that expert rank's combine data has landed
+//   done_counter[2] uint32          sender-side block counters; zero them ONCE at allocation
+// Protocol per step (one seq value, strictly different from the previous step's, e.g. 1, 2, 3 ...;
+// nothing is reset between steps):
+//   src:  launch_flex_layout -> token_slot_in_rank, num_tokens_per_rank
+//   src:  launch_flex_dispatch_send     (never waits)
+//   dst:  launch_flex_dispatch_wait     (spins on recv_flag[*] == seq, with timeout)
+//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permute -> experts -> out rows
+//   dst:  launch_flex_combine_send      (weighted sum over local experts, written once to the source)
+//   src:  launch_flex_combine_wait, then launch_flex_combine_reduce -> out[num_tokens][H]
+// Because sends never wait, issuing every virtual rank's send and then every wait on one stream
+// cannot deadlock. The caller must not start step n+1's send to a rank before that rank has consumed
+// step n's recv buffers (on one stream or with the combine in between this holds by construction).
+// Timeouts write a FlexError record; launchers throw std::runtime_error naming the rank, the source
+// and what was awaited when they see one (also call check_flex_error after synchronizing).
+
+struct FlexBuffers {
+  bf16* recv_x = nullptr;                 ///< [num_ranks][max_tokens_per_rank][hidden]
+  int* recv_topk_idx = nullptr;           ///< [num_ranks][max_tokens_per_rank][num_topk]
+  float* recv_topk_weights = nullptr;     ///< [num_ranks][max_tokens_per_rank][num_topk]
+  int* recv_count = nullptr;              ///< [num_ranks]
+  uint64_t* recv_flag = nullptr;          ///< [num_ranks]
+  bf16* combine_x = nullptr;              ///< [num_ranks][max_tokens_per_rank][hidden]
+  uint64_t* combine_flag = nullptr;       ///< [num_ranks]
+  unsigned int* done_counter = nullptr;   ///< [2]: dispatch, combine; zeroed once by the owner
+};
+
+/// Bytes of each FlexBuffers array, for the caller's allocation.
+struct FlexBufferBytes {
+  size_t recv_x, recv_topk_idx, recv_topk_weights, recv_count, recv_flag, combine_x, combine_flag,
+      done_counter;
+  size_t total() const {
+    return recv_x + recv_topk_idx + recv_topk_weights + recv_count + recv_flag + combine_x +
+           combine_flag + done_counter;
+  }
+};
+/// Sizes of one rank's FlexBuffers (see the table above).
+FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hidden, int num_topk);
+
+/// Timeout report. Allocate with cudaHostAlloc(cudaHostAllocMapped) and zero it; pass the pointer
+/// (valid on the device under unified addressing) to the wait launchers.
+struct FlexError {
+  int status = 0;            ///< 0 ok, 1 timed out
+  int rank = -1;             ///< rank that waited
+  int src_rank = -1;         ///< rank it waited for
+  int what = 0;              ///< 1 dispatch data, 2 combine data
+  uint64_t expected_seq = 0;
+  uint64_t seen_seq = 0;
+};
+
+/// Default spin limit of the waits: 2e10 SM clock cycles (about 10 s at 1.98 GHz).
+constexpr int64_t kDefaultFlexTimeoutCycles = 20'000'000'000LL;
+
+/// Throws std::runtime_error describing the timeout if record->status != 0 (host read; synchronize
+/// the stream first to see this step's result).
+void check_flex_error(const FlexError* record);
+
+/// Fused send of source rank `rank`: every token t goes ONCE to each destination d with
+/// token_slot_in_rank[t][d] >= 0: x[t] -> peers[d].recv_x[rank][slot], its top-k translated to d's
+/// local experts -> recv_topk_idx / recv_topk_weights. The last block to finish writes
+/// recv_count[rank] = num_tokens_per_rank[d] and then recv_flag[rank] = seq on every destination
+/// (system-scope fence first). Never waits. x[num_tokens][hidden] bf16, topk_idx/topk_weights
+/// [num_tokens][num_topk], token_slot_in_rank[num_tokens][num_ranks], num_tokens_per_rank[num_ranks]
+/// from launch_flex_layout; peers: DEVICE array of num_ranks FlexBuffers; own: this rank's FlexBuffers
+/// (host copy; its done_counter is used). num_sms = grid size (blocks), 1..1024.
+void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int* topk_idx,
+                               const float* topk_weights, const int* token_slot_in_rank,
+                               const int* num_tokens_per_rank, int num_tokens, int hidden,
+                               int num_topk, int num_experts, int max_tokens_per_rank,
+                               const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
+                               int num_sms, cudaStream_t stream);
+
+/// Receiver `rank` waits until every source's recv_flag == seq (one small block; spins with
+/// timeout_cycles, then records rank/source/what in *error and returns). own: this rank's buffers.
+void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
+                               int64_t timeout_cycles, FlexError* error, cudaStream_t stream);
+
+/// Expert rank `rank` combines: for each received token (src, slot < recv_count[src]) it sums
+/// w_k * expert_out[permuted_row[src*T + slot][k]] over its local copies in fp32 (k order), rounds
+/// to bf16 and writes it ONCE to peers[src].combine_x[rank][slot]; then, after all blocks, sets
+/// peers[src].combine_flag[rank] = seq. expert_out[num_rows][hidden] are the expert outputs in the
+/// rows given by launch_alltoall_layout over recv_topk_idx (permuted_row[R*T][num_topk]); weights
+/// come from own.recv_topk_weights. Never waits. num_sms = grid size.
+void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
+                              const int* permuted_row, int hidden, int num_topk,
+                              int max_tokens_per_rank, const FlexBuffers* peers,
+                              const FlexBuffers& own, uint64_t seq, int num_sms,
+                              cudaStream_t stream);
+
+/// Source `rank` waits until every expert rank's combine_flag == seq (timeout as dispatch_wait).
+void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
+                              int64_t timeout_cycles, FlexError* error, cudaStream_t stream);
+
+/// Source rank sums the partials: out[t] = sum over d with token_slot_in_rank[t][d] >= 0 of
+/// combine_x[d][slot] (fp32, rank order, one bf16 rounding); tokens sent nowhere get zeros.
+/// out[num_tokens][hidden]. num_sms = grid size (0: as many as useful).
+void launch_flex_combine_reduce(int num_ranks, const FlexBuffers& own,
+                                const int* token_slot_in_rank, int num_tokens, int hidden,
+                                int max_tokens_per_rank, bf16* out, int num_sms,
+                                cudaStream_t stream);
+
+}  // namespace epo::kernels

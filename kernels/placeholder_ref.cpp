@@ -1,0 +1,2 @@
+// Replaced as the kernels land.
+namespace epo::kernels {}

@@ -1,0 +1,145 @@
+#include "model/config.hpp"
+
+#include <algorithm>
+
+#include "model/error.hpp"
+
+namespace epo::model {
+
+namespace {
+
+template <typename E, size_t N>
+E parse_enum(const std::string& s, const std::string& where, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<E>(i);
+  std::string allowed;
+  for (size_t i = 0; i < N; ++i) allowed += (i ? "|" : "") + std::string(names[i]);
+  throw EPO_INPUT_ERROR(where, ": '", s, "' is not allowed (allowed: ", allowed, ")");
+}
+
+constexpr const char* kDispatchers[] = {"allgather", "alltoall", "flex"};
+constexpr const char* kBackends[] = {"deepep", "hybridep"};
+constexpr const char* kPrecisions[] = {"bf16", "fp8"};
+constexpr const char* kRecompute[] = {"none", "selective", "full"};
+constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
+constexpr const char* kRouting[] = {"balanced", "uniform", "skewed"};
+
+}  // namespace
+
+const char* to_string(Dispatcher d) { return kDispatchers[static_cast<int>(d)]; }
+const char* to_string(FlexBackend b) { return kBackends[static_cast<int>(b)]; }
+const char* to_string(Precision p) { return kPrecisions[static_cast<int>(p)]; }
+const char* to_string(RecomputeGranularity g) { return kRecompute[static_cast<int>(g)]; }
+const char* to_string(CudaGraphImpl i) { return kGraphImpls[static_cast<int>(i)]; }
+const char* to_string(RoutingKind k) { return kRouting[static_cast<int>(k)]; }
+
+Dispatcher parse_dispatcher(const std::string& s, const std::string& w) {
+  return parse_enum<Dispatcher>(s, w, kDispatchers);
+}
+FlexBackend parse_flex_backend(const std::string& s, const std::string& w) {
+  return parse_enum<FlexBackend>(s, w, kBackends);
+}
+Precision parse_precision(const std::string& s, const std::string& w) {
+  return parse_enum<Precision>(s, w, kPrecisions);
+}
+RecomputeGranularity parse_recompute(const std::string& s, const std::string& w) {
+  return parse_enum<RecomputeGranularity>(s, w, kRecompute);
+}
+CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& w) {
+  return parse_enum<CudaGraphImpl>(s, w, kGraphImpls);
+}
+RoutingKind parse_routing(const std::string& s, const std::string& w) {
+  return parse_enum<RoutingKind>(s, w, kRouting);
+}
+
+int Options::effective_comm_sms(bool single_nvlink_domain) const {
+  if (comm_sms > 0) return comm_sms;
+  if (dispatcher != Dispatcher::flex) return 0;
+  if (flex_backend == FlexBackend::deepep) return 20;
+  return single_nvlink_domain ? 24 : 8;
+}
+
+namespace {
+void require_positive(int v, const char* name) {
+  EPO_REQUIRE_INPUT(v >= 1, name, " = ", v, " is out of range (allowed: an integer >= 1)");
+}
+}  // namespace
+
+void Config::derive_and_check() {
+  require_positive(num_gpus, "gpus");
+  require_positive(par.tp, "tp");
+  require_positive(par.pp, "pp");
+  require_positive(par.vpp, "vpp");
+  require_positive(par.cp, "cp");
+  require_positive(par.ep, "ep");
+  require_positive(par.etp, "etp");
+  require_positive(par.micro_batch_size, "mbs");
+  require_positive(par.seq_length, "seq");
+  const int mp = par.tp * par.pp * par.cp;
+  EPO_REQUIRE_INPUT(num_gpus % mp == 0, "layout tp*pp*cp = ", par.tp, "*", par.pp, "*", par.cp,
+                    " = ", mp, " does not divide gpus = ", num_gpus,
+                    " (allowed: a layout whose product divides the GPU count)");
+  par.dp = num_gpus / mp;
+  const int expert_mp = par.etp * par.ep * par.pp;
+  EPO_REQUIRE_INPUT(num_gpus % expert_mp == 0, "expert layout etp*ep*pp = ", par.etp, "*", par.ep,
+                    "*", par.pp, " = ", expert_mp, " does not divide gpus = ", num_gpus,
+                    " (allowed: etp*ep*pp dividing the GPU count)");
+  EPO_REQUIRE_INPUT((par.tp * par.cp * par.dp) % (par.etp * par.ep) == 0, "etp*ep = ",
+                    par.etp * par.ep, " does not divide tp*cp*dp = ", par.tp * par.cp * par.dp,
+                    " (allowed: the expert group folded inside one pipeline stage)");
+  if (model.num_experts > 0) {
+    EPO_REQUIRE_INPUT(model.num_experts % par.ep == 0, "ep = ", par.ep,
+                      " does not divide the model's ", model.num_experts,
+                      " experts (allowed: a divisor of ", model.num_experts, ")");
+  } else {
+    EPO_REQUIRE_INPUT(par.ep == 1, "ep = ", par.ep, " but the model has no experts (allowed: 1)");
+  }
+  const int chunks = par.pp * par.vpp;
+  EPO_REQUIRE_INPUT(model.num_layers % chunks == 0, "pp*vpp = ", par.pp, "*", par.vpp, " = ",
+                    chunks, " does not divide the model's ", model.num_layers,
+                    " layers (allowed: a divisor of ", model.num_layers, ")");
+  EPO_REQUIRE_INPUT(par.vpp == 1 || par.pp > 1, "vpp = ", par.vpp,
+                    " needs pp > 1 (allowed: vpp = 1 when pp = 1)");
+  EPO_REQUIRE_INPUT(model.num_attention_heads % par.tp == 0, "tp = ", par.tp,
+                    " does not divide the model's ", model.num_attention_heads,
+                    " attention heads");
+  EPO_REQUIRE_INPUT(par.seq_length % par.cp == 0, "cp = ", par.cp, " does not divide seq = ",
+                    par.seq_length);
+  EPO_REQUIRE_INPUT(!par.sequence_parallel || par.seq_length % (par.cp * par.tp) == 0,
+                    "sequence parallel needs seq divisible by tp*cp");
+  if (par.global_batch_size == 0) par.global_batch_size = par.micro_batch_size * par.dp;
+  EPO_REQUIRE_INPUT(par.global_batch_size % (par.micro_batch_size * par.dp) == 0, "gbs = ",
+                    par.global_batch_size, " is not a multiple of mbs*dp = ",
+                    par.micro_batch_size * par.dp,
+                    " (allowed: a multiple of micro-batch size times data-parallel size)");
+  EPO_REQUIRE_INPUT(opt.comm_sms >= 0 && opt.comm_sms <= std::max(1, hw.num_sms), "comm_sms = ",
+                    opt.comm_sms, " is out of range (allowed: 0 for the backend default, or 1..",
+                    hw.num_sms, ")");
+  EPO_REQUIRE_INPUT(opt.cuda_device_max_connections >= 1 && opt.cuda_device_max_connections <= 32,
+                    "cuda_device_max_connections = ", opt.cuda_device_max_connections,
+                    " is out of range (allowed: 1..32)");
+  EPO_REQUIRE_INPUT(opt.capacity_factor >= 0.0, "capacity_factor = ", opt.capacity_factor,
+                    " is out of range (allowed: 0 for dropless, or > 0)");
+  EPO_REQUIRE_INPUT(opt.routing.skew >= 0.0 && opt.routing.skew <= 4.0, "skew = ",
+                    opt.routing.skew, " is out of range (allowed: 0..4)");
+}
+
+long long Config::tokens_per_microbatch() const {
+  return static_cast<long long>(par.seq_length / par.cp) * par.micro_batch_size;
+}
+
+int Config::ep_ranks_per_nvlink_domain() const {
+  // EP ranks are laid out innermost after ETP (Megatron's expert rank order), so the ep*etp GPUs
+  // of one EP group are consecutive and fill NVLink domains in order.
+  const int domain = std::max(1, hw.nvlink_domain_size);
+  return std::max(1, std::min(par.ep, domain / std::max(1, par.etp)));
+}
+
+int Config::ep_num_domains() const {
+  const int per = ep_ranks_per_nvlink_domain();
+  return (par.ep + per - 1) / per;
+}
+
+int Config::layers_per_chunk() const { return model.num_layers / (par.pp * par.vpp); }
+
+}  // namespace epo::model

@@ -1,0 +1,114 @@
+#pragma once
+// A configuration to predict, validate, plan or run: model + hardware + GPUs + parallel layout +
+// Megatron options. JSON form: see config_io.hpp (strict, versioned).
+#include <string>
+#include <vector>
+
+#include "model/hardware.hpp"
+#include "model/model_spec.hpp"
+
+namespace epo::model {
+
+enum class Dispatcher { allgather, alltoall, flex };
+enum class FlexBackend { deepep, hybridep };
+enum class Precision { bf16, fp8 };
+enum class RecomputeGranularity { none, selective, full };
+enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
+/// How tokens are routed: force-balanced (every expert the same load), uniform random scores,
+/// or skewed (expert popularity ~ Zipf with exponent `skew`).
+enum class RoutingKind { balanced, uniform, skewed };
+
+struct Parallel {
+  int tp = 1;
+  int pp = 1;
+  int vpp = 1;          ///< virtual stages per pipeline rank (1 = not interleaved)
+  int cp = 1;
+  int ep = 1;
+  int etp = 1;
+  int dp = 0;           ///< derived: gpus / (tp*pp*cp)
+  bool sequence_parallel = false;
+  int micro_batch_size = 1;
+  int global_batch_size = 0;
+  int seq_length = 4096;
+
+  /// Micro-batches per step on one data-parallel rank (gbs / (mbs * dp)).
+  int num_microbatches() const { return global_batch_size / (micro_batch_size * dp); }
+  /// Expert data-parallel size (gpus / (etp*ep*pp)).
+  int expert_dp(int num_gpus) const { return num_gpus / (etp * ep * pp); }
+};
+
+struct Routing {
+  RoutingKind kind = RoutingKind::uniform;
+  double skew = 0.0;    ///< Zipf exponent for `skewed` (0 = uniform popularity)
+  unsigned seed = 1;    ///< for samplers and the executor
+};
+
+struct Options {
+  Dispatcher dispatcher = Dispatcher::alltoall;
+  FlexBackend flex_backend = FlexBackend::deepep;
+  bool overlap_moe_expert_parallel_comm = false;
+  bool delay_wgrad_compute = false;
+  bool ep_overlap_early_attn_memory_release = false;
+  int comm_sms = 0;     ///< SMs for flex dispatch/combine; 0 = backend default
+  bool moe_permute_fusion = true;
+  bool moe_shared_expert_overlap = false;
+  bool moe_grouped_gemm = true;
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
+  std::string recompute_method;                 ///< "", "uniform" or "block"
+  int recompute_num_layers = 0;
+  std::vector<std::string> recompute_modules;   ///< selective recompute modules
+  CudaGraphImpl cuda_graph_impl = CudaGraphImpl::none;
+  std::vector<std::string> cuda_graph_modules;  ///< attn, mlp, moe, moe_router, moe_preprocess
+  int cuda_device_max_connections = 32;
+  Precision precision = Precision::bf16;
+  Routing routing;
+  double capacity_factor = 0.0;                 ///< 0 = dropless
+  bool high_priority_a2a_comm_stream = false;
+  bool distributed_optimizer = true;
+  bool overlap_grad_reduce = true;
+  bool gradient_accumulation_fusion = true;
+
+  /// SMs the flex backend uses when comm_sms is 0 (DeepEP 20; HybridEP 24 inside one NVLink
+  /// domain, 8 across domains).
+  int effective_comm_sms(bool single_nvlink_domain) const;
+};
+
+struct Config {
+  static constexpr int kSchemaVersion = 1;
+  std::string model_name;     ///< preset name (or "custom")
+  std::string hardware_name;  ///< preset or profile name
+  ModelSpec model;
+  HardwareProfile hw;
+  int num_gpus = 0;
+  Parallel par;
+  Options opt;
+
+  /// Fills derived fields (dp) and checks the layout against the GPUs and the model; throws an
+  /// input error naming the field, its value and what is allowed.
+  void derive_and_check();
+  /// Tokens one micro-batch holds on one rank of the attention part (seq/(cp) * mbs).
+  long long tokens_per_microbatch() const;
+  /// Number of EP ranks inside one NVLink domain.
+  int ep_ranks_per_nvlink_domain() const;
+  /// EP ranks per node-level group (number of distinct NVLink domains the EP group spans).
+  int ep_num_domains() const;
+  /// Layers held by one (pipeline rank, virtual stage) chunk.
+  int layers_per_chunk() const;
+};
+
+const char* to_string(Dispatcher d);
+const char* to_string(FlexBackend b);
+const char* to_string(Precision p);
+const char* to_string(RecomputeGranularity g);
+const char* to_string(CudaGraphImpl i);
+const char* to_string(RoutingKind k);
+
+// Parsers for the names above; `where` names the flag or JSON key path in the error message.
+Dispatcher parse_dispatcher(const std::string& s, const std::string& where);
+FlexBackend parse_flex_backend(const std::string& s, const std::string& where);
+Precision parse_precision(const std::string& s, const std::string& where);
+RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
+CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
+RoutingKind parse_routing(const std::string& s, const std::string& where);
+
+}  // namespace epo::model

@@ -1,0 +1,102 @@
+#pragma once
+// The op cost model: FLOPs, HBM bytes, bytes per link class, SMs and a duration for every op of a
+// layer and micro-batch, from the configuration and the hardware profile. This is the only place
+// where an op's cost is computed; the simulator, the planner and calibration all read it from here.
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/units.hpp"
+
+namespace epo::model {
+
+/// Schedule nodes, named as Megatron's combined-1F1B nodes.
+enum class OpKind {
+  pre_dispatch,        ///< attention, shared expert, router, dispatch preprocess (dense: attention)
+  dispatch,            ///< token dispatch (EP communication)
+  mlp,                 ///< routed experts (dense layer: the dense MLP)
+  combine,             ///< token combine (EP communication) + post-processing on the comm stream
+  mlp_wgrad,           ///< delayed expert weight gradients
+  pre_dispatch_wgrad,  ///< delayed attention + shared-expert weight gradients
+  mtp_post,            ///< MTP layer post-processing
+  embedding,           ///< input embedding (first stage)
+  lm_head_loss,        ///< output layer + loss (last stage)
+  pp_send_recv,        ///< pipeline point-to-point transfer
+  dp_grad_reduce,      ///< data-parallel gradient reduce-scatter
+};
+enum class Direction { forward, backward, wgrad };
+enum class StreamKind { compute, comm };
+/// Where a communication op's bytes travel; selects the bandwidth and the contention curve.
+enum class LinkClass { none, local, nvlink, network };
+
+const char* to_string(OpKind k);
+const char* to_string(Direction d);
+const char* to_string(StreamKind s);
+const char* to_string(LinkClass l);
+
+/// One piece of a schedule node, e.g. "attn.qkv", "expert.fc1", "permute", "a2a.tokens".
+struct Component {
+  std::string name;
+  Flops flops = 0;
+  Bytes hbm_bytes = 0;
+  Bytes nvl_bytes = 0;   ///< bytes sent inside the NVLink domain (per GPU, one direction)
+  Bytes net_bytes = 0;   ///< bytes sent over the network (per GPU, one direction)
+  int num_kernels = 1;
+  double duration_us = 0;  ///< alone on the GPU
+};
+
+/// Cost of one schedule node for one layer and one micro-batch, on the slowest rank.
+struct OpCost {
+  OpKind kind = OpKind::pre_dispatch;
+  Direction dir = Direction::forward;
+  StreamKind stream = StreamKind::compute;
+  LinkClass link = LinkClass::none;
+  Flops flops = 0;
+  Bytes hbm_bytes = 0;
+  Bytes nvl_bytes = 0;
+  Bytes net_bytes = 0;
+  int sms = 0;             ///< SMs held while running (compute: all; comm: its kernel's SMs)
+  int num_kernels = 0;
+  TimeNs duration_ns = 0;  ///< alone on the GPU (no concurrent op)
+  bool host_blocks = false;  ///< the host waits for the GPU before it can issue this op
+  std::vector<Component> parts;
+
+  double duration_us() const { return us_from_ns(duration_ns); }
+};
+
+/// Costs of every node of one layer for one micro-batch. Missing nodes (dense layers have no
+/// dispatch/combine; wgrad nodes exist only with delay_wgrad_compute) have zero duration.
+struct LayerCosts {
+  bool is_moe = true;
+  std::vector<OpCost> ops;
+  /// The node of this kind and direction; a zero-cost op if the layer has none.
+  const OpCost& get(OpKind kind, Direction dir) const;
+  TimeNs total_ns(StreamKind stream) const;
+};
+
+/// Costs of everything one pipeline rank does for one micro-batch.
+struct StepCosts {
+  LayerCosts moe_layer;    ///< one MoE decoder layer
+  LayerCosts dense_layer;  ///< one dense decoder layer (first_k_dense)
+  LayerCosts mtp_layer;    ///< the MTP layer (MoE + MTP post-processing)
+  OpCost embedding_fwd, embedding_bwd;
+  OpCost lm_head_fwd, lm_head_bwd;   ///< output layer + loss
+  OpCost pp_send_recv;               ///< one activation transfer between stages
+  OpCost dp_grad_reduce;             ///< the whole step's gradient reduce-scatter (+ all-gather)
+  double flops_per_token_model = 0;  ///< model FLOPs per token (fwd+bwd, all layers) for MFU
+};
+
+/// Computes every op cost for the configuration (which must have passed derive_and_check()).
+StepCosts compute_step_costs(const Config& cfg);
+
+/// Achievable TFLOP/s of one GEMM of shape m x n x k on this hardware (efficiency falls for small
+/// dimensions).
+double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8);
+/// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.
+double memory_time_us(const HardwareProfile& hw, Bytes bytes);
+
+/// Rate (0..1] at which a compute op progresses while a communication op of link class `link`
+/// holding `comm_sms` SMs runs beside it.
+double compute_rate_under_comm(const HardwareProfile& hw, LinkClass link, int comm_sms);
+
+}  // namespace epo::model

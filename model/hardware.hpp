@@ -1,0 +1,53 @@
+#pragma once
+// A hardware profile: datasheet figures plus the cost model's parameters. Presets in
+// presets/hardware/*.json are uncalibrated starting profiles; `epo calibrate fit` writes profiles
+// of the same shape with fitted values and their provenance.
+#include <map>
+#include <string>
+
+namespace epo::model {
+
+struct HardwareProfile {
+  std::string name;
+  std::string gpu_name;            ///< as the driver names it, e.g. "NVIDIA H200"
+  int compute_capability_major = 9;
+  int num_sms = 0;
+  double bf16_tflops = 0;          ///< peak dense BF16 tensor TFLOP/s (datasheet)
+  double fp8_tflops = 0;           ///< peak dense FP8 tensor TFLOP/s (datasheet)
+  double hbm_bytes = 0;            ///< device memory, bytes
+  double hbm_gbps = 0;             ///< peak HBM bandwidth, 1e9 B/s (datasheet)
+  double nvlink_gbps = 0;          ///< NVLink bandwidth per direction per GPU, 1e9 B/s
+  int nvlink_domain_size = 8;      ///< GPUs reachable over NVLink
+  double net_gbps = 0;             ///< scale-out network bandwidth per GPU per direction, 1e9 B/s
+  double nvlink_latency_us = 0;    ///< one message inside the NVLink domain
+  double net_latency_us = 0;       ///< one message over the network
+
+  // ---- cost-model parameters (what calibration fits) ----
+  double gemm_efficiency = 0.8;    ///< fraction of peak a large GEMM reaches
+  double gemm_half_dim = 64;       ///< GEMM size (min of m,n,k) at which efficiency halves
+  double hbm_efficiency = 0.88;    ///< fraction of peak HBM bandwidth a streaming kernel reaches
+  double kernel_launch_us = 4.0;   ///< fixed cost per kernel on the GPU timeline
+  double host_sync_us = 15.0;      ///< device-to-host synchronisation round trip
+  double comm_gbps_per_sm = 45.0;  ///< payload a copy/communication kernel moves per SM it holds
+  double nvlink_efficiency = 0.8;  ///< achievable fraction of NVLink per direction
+  double net_efficiency = 0.85;    ///< achievable fraction of the network per GPU
+  double nccl_efficiency = 0.74;   ///< NCCL alltoall bus bandwidth / NVLink per direction
+  double nccl_latency_us = 20.0;   ///< NCCL alltoall fixed cost
+  int nccl_sms = 16;               ///< SMs (channels) NCCL's alltoall kernel holds
+  double local_copy_gbps_per_sm = 45.0;  ///< payload per SM for copies between ranks on one GPU
+  /// Compute slowed by a concurrent communication kernel holding c SMs runs at rate
+  /// 1 - contention_coeff * c^contention_exp (local, HBM-heavy copies) ...
+  double contention_coeff = 0.064;
+  double contention_exp = 0.548;
+  /// ... and at 1 - nvl_contention_coeff * c^nvl_contention_exp for NVLink/network transports.
+  double nvl_contention_coeff = 0.055;
+  double nvl_contention_exp = 0.41;
+
+  std::map<std::string, std::string> sources;     ///< field -> datasheet / publication
+  std::map<std::string, std::string> provenance;  ///< field -> how a fitted value was obtained
+  bool calibrated = false;
+
+  double peak_tflops(bool fp8) const { return fp8 ? fp8_tflops : bf16_tflops; }
+};
+
+}  // namespace epo::model

@@ -1,0 +1,2 @@
+// Replaced as the planner lands.
+namespace epo::planner {}

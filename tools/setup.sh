@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages EPO needs when they are missing (as root), or prints the exact
+# apt-get line to run and stops (without root). Presence is checked by the files the build uses,
+# so a machine that has them from elsewhere is left alone.
+set -euo pipefail
+
+have_header() {
+  local h=$1
+  for d in /usr/include /usr/local/include /usr/include/eigen3 /usr/local/include/eigen3; do
+    [ -e "$d/$h" ] && return 0
+  done
+  return 1
+}
+
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v make >/dev/null 2>&1 || missing+=(make)
+have_header Eigen/Core || missing+=(libeigen3-dev)
+have_header CLI/CLI.hpp || missing+=(libcli11-dev)
+have_header nlohmann/json.hpp || missing+=(nlohmann-json3-dev)
+{ have_header catch2/catch.hpp || have_header catch2/catch_test_macros.hpp; } || missing+=(catch2)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "epo: missing packages: ${missing[*]}" >&2
+  echo "epo: run as root:  apt-get update && $line" >&2
+  exit 1
+fi
+echo "epo: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+$line
