@@ -19,6 +19,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/kernel_types.hpp"
+
 namespace epo::kernels {
 
 using bf16 = __nv_bfloat16;
@@ -26,13 +28,6 @@ using bf16 = __nv_bfloat16;
 // ------------------------------------------------------------------------------------------------
 // Routing
 // ------------------------------------------------------------------------------------------------
-
-enum class ScoreFunction { kSoftmax, kSigmoid };
-
-/// Largest supported num_experts (one warp per token, at most 16 experts per lane).
-constexpr int kMaxRoutingExperts = 512;
-/// Largest supported num_topk.
-constexpr int kMaxTopk = 32;
 
 /// Router: scores = softmax|sigmoid(logits) in fp32; selection uses scores + score_bias (bias may be
 /// null; DeepSeek-V3 "e_score_correction_bias", selection only). With num_groups > 1 the experts are
@@ -43,7 +38,7 @@ constexpr int kMaxTopk = 32;
 /// logits[num_tokens][num_experts] fp32; score_bias[num_experts] fp32 or null;
 /// topk_idx[num_tokens][num_topk] int32 (descending score); topk_weights[num_tokens][num_topk] fp32.
 /// Preconditions: 1 <= num_experts <= kMaxRoutingExperts, 1 <= num_topk <= min(kMaxTopk, experts in
-/// the kept groups), num_groups divides num_experts, 1 <= group_topk <= num_groups <= 32.
+/// the kept groups), num_groups divides num_experts, 1 <= group_topk <= num_groups <= kMaxExpertGroups.
 void launch_routing(const float* logits, const float* score_bias, int num_tokens, int num_experts,
                     int num_topk, int num_groups, int group_topk, ScoreFunction score_function,
                     bool normalize, float scaling_factor, int* topk_idx, float* topk_weights,
