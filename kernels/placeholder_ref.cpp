@@ -1,2 +1,0 @@
-// Replaced as the kernels land.
-namespace epo::kernels {}

@@ -1,0 +1,153 @@
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "kernels/reference.hpp"
+
+namespace ref = epo::kernels::ref;
+
+namespace {
+
+struct SourceRank {
+  std::vector<uint16_t> x;
+  std::vector<int> topk_idx;
+  std::vector<float> topk_weights;
+  std::vector<int> slot, per_rank;
+};
+
+// Expert e scales its input by 2^(e % 3 - 1): exact in bf16, distinct per expert.
+float expert_scale(int e) { return std::ldexp(1.f, e % 3 - 1); }
+
+// One full dispatch -> experts -> combine step over num_ranks ranks; returns each rank's output.
+std::vector<std::vector<uint16_t>> flex_step(std::vector<SourceRank>& src, int num_ranks,
+                                             int num_tokens, int hidden, int num_topk,
+                                             int num_experts, int max_tokens,
+                                             std::vector<ref::FlexRankBuffers>& buffers,
+                                             uint64_t seq) {
+  const int epr = num_experts / num_ranks;
+  for (int r = 0; r < num_ranks; ++r) {
+    ref::flex_layout(src[r].topk_idx.data(), num_tokens, num_topk, num_experts, num_ranks,
+                     src[r].slot.data(), src[r].per_rank.data());
+    ref::flex_dispatch_send(r, num_ranks, src[r].x.data(), src[r].topk_idx.data(),
+                            src[r].topk_weights.data(), src[r].slot.data(),
+                            src[r].per_rank.data(), num_tokens, hidden, num_topk, num_experts,
+                            max_tokens, buffers, seq);
+  }
+  for (int d = 0; d < num_ranks; ++d) {
+    ref::FlexRankBuffers& own = buffers[d];
+    ref::flex_dispatch_wait(d, num_ranks, own, seq);
+    const int recv_tokens = num_ranks * max_tokens;
+    const int64_t max_rows = static_cast<int64_t>(recv_tokens) * num_topk;
+    std::vector<int> permuted_row(max_rows), row_src(max_rows), offsets(epr + 1), counts(epr);
+    ref::alltoall_layout(own.recv_topk_idx.data(), own.recv_count.data(), max_tokens, recv_tokens,
+                         num_topk, epr, 1, max_rows, permuted_row.data(), row_src.data(),
+                         offsets.data(), counts.data());
+    std::vector<uint16_t> rows(max_rows * hidden);
+    ref::permute(own.recv_x.data(), recv_tokens, hidden, row_src.data(), max_rows, rows.data());
+    for (int e = 0; e < epr; ++e)
+      for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
+        for (int h = 0; h < hidden; ++h)
+          rows[r * hidden + h] = ref::float_to_bf16(ref::bf16_to_float(rows[r * hidden + h]) *
+                                                    expert_scale(d * epr + e));
+    ref::flex_combine_send(d, num_ranks, rows.data(), max_rows, permuted_row.data(), hidden,
+                           num_topk, max_tokens, buffers, seq);
+  }
+  std::vector<std::vector<uint16_t>> out(num_ranks);
+  for (int r = 0; r < num_ranks; ++r) {
+    ref::flex_combine_wait(r, num_ranks, buffers[r], seq);
+    out[r].resize(static_cast<size_t>(num_tokens) * hidden);
+    ref::flex_combine_reduce(num_ranks, buffers[r], src[r].slot.data(), num_tokens, hidden,
+                             max_tokens, out[r].data());
+  }
+  return out;
+}
+
+void make_sources(std::vector<SourceRank>& src, int num_ranks, int num_tokens, int hidden,
+                  int num_topk, int num_experts, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  src.assign(num_ranks, {});
+  for (auto& s : src) {
+    s.x.resize(static_cast<size_t>(num_tokens) * hidden);
+    for (auto& v : s.x) v = ref::float_to_bf16(dist(rng));
+    std::vector<int> experts(num_experts);
+    for (int t = 0; t < num_tokens; ++t) {
+      for (int e = 0; e < num_experts; ++e) experts[e] = e;
+      std::shuffle(experts.begin(), experts.end(), rng);
+      for (int k = 0; k < num_topk; ++k) {
+        s.topk_idx.push_back(experts[k]);
+        s.topk_weights.push_back(0.25f + 0.5f * (dist(rng) + 1.f) / 2.f);
+      }
+    }
+    s.slot.resize(static_cast<size_t>(num_tokens) * num_ranks);
+    s.per_rank.resize(num_ranks);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("flex dispatch + combine over R ranks equals the single-rank weighted sum",
+          "[kernels][ref]") {
+  const int num_tokens = 24, hidden = 16, num_topk = 4, num_experts = 16;
+  for (int num_ranks : {1, 2, 4, 8}) {
+    INFO("num_ranks " << num_ranks);
+    std::vector<SourceRank> src;
+    std::vector<ref::FlexRankBuffers> buffers;
+    for (int r = 0; r < num_ranks; ++r)
+      buffers.push_back(ref::make_flex_rank_buffers(num_ranks, num_tokens, hidden, num_topk));
+    // Two steps on the same buffers with new routing and seq: nothing is reset in between.
+    for (uint64_t seq = 1; seq <= 2; ++seq) {
+      make_sources(src, num_ranks, num_tokens, hidden, num_topk, num_experts,
+                   static_cast<uint32_t>(17 * seq + num_ranks));
+      auto out = flex_step(src, num_ranks, num_tokens, hidden, num_topk, num_experts, num_tokens,
+                           buffers, seq);
+      for (int r = 0; r < num_ranks; ++r) {
+        for (int t = 0; t < num_tokens; ++t) {
+          for (int h = 0; h < hidden; ++h) {
+            double expected = 0;
+            for (int k = 0; k < num_topk; ++k)
+              expected += src[r].topk_weights[t * num_topk + k] *
+                          expert_scale(src[r].topk_idx[t * num_topk + k]) *
+                          ref::bf16_to_float(src[r].x[t * hidden + h]);
+            // Two bf16 roundings (expert rank's partial sum, then the final sum): 2^-7 relative
+            // to the magnitude of the summands.
+            double scale = 0;
+            for (int k = 0; k < num_topk; ++k)
+              scale += std::fabs(src[r].topk_weights[t * num_topk + k] *
+                                 expert_scale(src[r].topk_idx[t * num_topk + k]) *
+                                 ref::bf16_to_float(src[r].x[t * hidden + h]));
+            CHECK(std::fabs(ref::bf16_to_float(out[r][t * hidden + h]) - expected) <=
+                  scale / 128 + 1e-6);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("flex waits name the rank and what it waited for", "[kernels][ref]") {
+  const int num_ranks = 2, num_tokens = 4, hidden = 8, num_topk = 2, num_experts = 4;
+  std::vector<ref::FlexRankBuffers> buffers;
+  for (int r = 0; r < num_ranks; ++r)
+    buffers.push_back(ref::make_flex_rank_buffers(num_ranks, num_tokens, hidden, num_topk));
+  std::vector<SourceRank> src;
+  make_sources(src, num_ranks, num_tokens, hidden, num_topk, num_experts, 3);
+  // Only rank 0 sends: rank 1 must report that rank 1 is missing dispatch data.
+  ref::flex_layout(src[0].topk_idx.data(), num_tokens, num_topk, num_experts, num_ranks,
+                   src[0].slot.data(), src[0].per_rank.data());
+  ref::flex_dispatch_send(0, num_ranks, src[0].x.data(), src[0].topk_idx.data(),
+                          src[0].topk_weights.data(), src[0].slot.data(), src[0].per_rank.data(),
+                          num_tokens, hidden, num_topk, num_experts, num_tokens, buffers, 1);
+  try {
+    ref::flex_dispatch_wait(1, num_ranks, buffers[1], 1);
+    FAIL("no exception");
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    CHECK(what.find("rank 1 has no dispatch data from rank 1") != std::string::npos);
+  }
+  CHECK_THROWS_AS(ref::flex_combine_wait(0, num_ranks, buffers[0], 1), std::runtime_error);
+}
