@@ -1,0 +1,5 @@
+# Schedule builder, discrete-event simulator, timeline metrics, traces and the steady-state fast
+# path (included by model/CMakeLists.txt).
+list(APPEND EPO_MODEL_SCHEDULE_SOURCES
+  schedule.cpp
+)
