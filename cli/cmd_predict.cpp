@@ -1,0 +1,142 @@
+// epo predict: what one configuration will do — per-op costs of a layer, step time with and
+// without overlap, exposed communication, throughput and memory per GPU.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/config_flags.hpp"
+#include "cli/predict_report.hpp"
+#include "cli/report_format.hpp"
+#include "model/config_io.hpp"
+#include "model/prediction.hpp"
+
+namespace epo::cli {
+
+namespace {
+
+struct PredictArgs {
+  ConfigFlags cfg;
+  std::string json_path;
+};
+
+nlohmann::json op_json(const model::OpCost& op) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const auto& c : op.parts)
+    parts.push_back({{"name", c.name}, {"duration_us", c.duration_us}, {"flops", c.flops},
+                     {"hbm_bytes", c.hbm_bytes}, {"nvl_bytes", c.nvl_bytes},
+                     {"net_bytes", c.net_bytes}});
+  return {{"op", model::to_string(op.kind)}, {"direction", model::to_string(op.dir)},
+          {"stream", model::to_string(op.stream)}, {"link", model::to_string(op.link)},
+          {"duration_us", op.duration_us()}, {"flops", op.flops}, {"hbm_bytes", op.hbm_bytes},
+          {"nvl_bytes", op.nvl_bytes}, {"net_bytes", op.net_bytes}, {"sms", op.sms},
+          {"host_blocks", op.host_blocks}, {"parts", parts}};
+}
+
+void print_memory(const model::MemoryBreakdown& m) {
+  std::printf("\nMemory per GPU (first pipeline stage)\n");
+  auto row = [](const char* name, double b) { std::printf("  %-28s %12s\n", name, fmt_bytes(b).c_str()); };
+  row("weights (bf16)", m.weights_bytes);
+  row("gradients (fp32)", m.gradients_bytes);
+  row("optimizer states", m.optimizer_bytes);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "activations (%.1f in flight)", m.microbatches_in_flight);
+  row(buf, m.activations_bytes);
+  row("dispatcher buffers", m.dispatcher_buffers_bytes);
+  row("overlap extra", m.overlap_extra_bytes);
+  row("delayed-wgrad retention", m.delayed_wgrad_bytes);
+  row("framework + fragmentation", m.framework_overhead_bytes);
+  row("total", m.total_bytes);
+  std::printf("  %-28s %12s  -> %s by %s\n", "capacity", fmt_bytes(m.capacity_bytes).c_str(),
+              m.fits ? "fits" : "DOES NOT FIT", fmt_bytes(std::fabs(m.margin_bytes)).c_str());
+}
+
+}  // namespace
+
+nlohmann::json prediction_json(const model::Config& cfg, const model::Prediction& p) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : p.costs.moe_layer.ops) ops.push_back(op_json(op));
+  const auto& m = p.memory;
+  return {{"schema_version", 1},
+          {"kind", "prediction"},
+          {"method", p.method},
+          {"config", model::to_json(cfg)},
+          {"step_time_us", p.step_time_us},
+          {"baseline_step_time_us", p.baseline_step_time_us},
+          {"overlap_gain", p.overlap_gain},
+          {"exposed_comm_us", p.exposed_comm_us},
+          {"baseline_exposed_comm_us", p.baseline_exposed_comm_us},
+          {"compute_busy_fraction", p.compute_busy_fraction},
+          {"comm_busy_fraction", p.comm_busy_fraction},
+          {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+          {"model_tflops_per_gpu", p.model_tflops_per_gpu},
+          {"mfu", p.mfu},
+          {"peak_memory_bytes", m.total_bytes},
+          {"memory",
+           {{"weights_bytes", m.weights_bytes}, {"gradients_bytes", m.gradients_bytes},
+            {"optimizer_bytes", m.optimizer_bytes}, {"activations_bytes", m.activations_bytes},
+            {"microbatches_in_flight", m.microbatches_in_flight},
+            {"dispatcher_buffers_bytes", m.dispatcher_buffers_bytes},
+            {"overlap_extra_bytes", m.overlap_extra_bytes},
+            {"delayed_wgrad_bytes", m.delayed_wgrad_bytes},
+            {"framework_overhead_bytes", m.framework_overhead_bytes},
+            {"total_bytes", m.total_bytes}, {"capacity_bytes", m.capacity_bytes},
+            {"fits", m.fits}, {"margin_bytes", m.margin_bytes}}},
+          {"moe_layer_ops", ops}};
+}
+
+void print_prediction(const model::Config& cfg, const model::Prediction& p) {
+  const auto& par = cfg.par;
+  const auto& o = cfg.opt;
+  std::printf("EPO prediction: %s on %d x %s\n", cfg.model.name.c_str(), cfg.num_gpus,
+              cfg.hw.name.c_str());
+  std::printf("  layout   tp=%d pp=%d vpp=%d cp=%d ep=%d etp=%d dp=%d  mbs=%d gbs=%d seq=%d  "
+              "(%d micro-batches)\n",
+              par.tp, par.pp, par.vpp, par.cp, par.ep, par.etp, par.dp, par.micro_batch_size,
+              par.global_batch_size, par.seq_length, par.num_microbatches());
+  std::printf("  options  dispatcher=%s%s%s overlap=%s delay_wgrad=%s comm_sms=%d cdmc=%d "
+              "precision=%s routing=%s\n",
+              model::to_string(o.dispatcher), o.dispatcher == model::Dispatcher::flex ? "/" : "",
+              o.dispatcher == model::Dispatcher::flex ? model::to_string(o.flex_backend) : "",
+              o.overlap_moe_expert_parallel_comm ? "on" : "off", o.delay_wgrad_compute ? "on" : "off",
+              o.effective_comm_sms(cfg.ep_num_domains() == 1), o.cuda_device_max_connections,
+              model::to_string(o.precision), model::to_string(o.routing.kind));
+  std::printf("\nOne MoE layer, one micro-batch (busiest rank)\n");
+  std::printf("  %-20s %-9s %-8s %12s %12s %12s %12s %5s\n", "op", "dir", "stream", "time",
+              "FLOPs", "HBM bytes", "link bytes", "SMs");
+  for (const auto& op : p.costs.moe_layer.ops) {
+    std::printf("  %-20s %-9s %-8s %12s %12s %12s %12s %5d%s\n", model::to_string(op.kind),
+                model::to_string(op.dir), model::to_string(op.stream),
+                fmt_time_us(op.duration_us()).c_str(), fmt_si(op.flops, "F").c_str(),
+                fmt_bytes(op.hbm_bytes).c_str(), fmt_bytes(op.nvl_bytes + op.net_bytes).c_str(),
+                op.sms, op.host_blocks ? "  host waits" : "");
+  }
+  std::printf("\nStep (%s)\n", p.method.c_str());
+  std::printf("  step time                 %12s\n", fmt_time_us(p.step_time_us).c_str());
+  std::printf("  without overlap           %12s   (overlap gain %+.1f%%)\n",
+              fmt_time_us(p.baseline_step_time_us).c_str(), 100.0 * p.overlap_gain);
+  std::printf("  exposed EP communication  %12s   (without overlap %s)\n",
+              fmt_time_us(p.exposed_comm_us).c_str(), fmt_time_us(p.baseline_exposed_comm_us).c_str());
+  std::printf("  tokens/s per GPU          %12.0f\n", p.tokens_per_s_per_gpu);
+  std::printf("  model TFLOP/s per GPU     %12.1f   (MFU %.1f%%)\n", p.model_tflops_per_gpu,
+              100.0 * p.mfu);
+  print_memory(p.memory);
+}
+
+void add_predict(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<PredictArgs>();
+  auto* sub = app.add_subcommand("predict", "predict step time, exposed communication and memory");
+  add_config_flags(*sub, args->cfg);
+  sub->add_option("--json", args->json_path, "write the prediction as JSON");
+  sub->callback([args, &run] {
+    run = [args] {
+      const model::Config cfg = build_config(args->cfg);
+      const model::Prediction p = model::predict(cfg);
+      print_prediction(cfg, p);
+      if (!args->json_path.empty()) model::write_json_file(args->json_path, prediction_json(cfg, p));
+      return 0;
+    };
+  });
+}
+
+}  // namespace epo::cli

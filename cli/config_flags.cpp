@@ -1,0 +1,138 @@
+#include "cli/config_flags.hpp"
+
+#include <sstream>
+
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+
+namespace epo::cli {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool given(const ConfigFlags& f, const char* name) {
+  try {
+    return f.app && f.app->get_option(name)->count() > 0;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+void add_config_flags(CLI::App& sub, ConfigFlags& f) {
+  f.app = &sub;
+  sub.add_option("--config", f.config_file, "configuration or plan JSON file (flags override it)");
+  sub.add_option("--profile", f.profile_file, "hardware profile JSON (preset or calibrated)");
+  sub.add_option("--model", f.model, "model preset (deepseek-v3, qwen3-30b-a3b, ...)");
+  sub.add_option("--hardware", f.hardware, "hardware preset (h100-sxm, h200-sxm, b200, gb200-nvl72)");
+  sub.add_option("--gpus", f.gpus, "number of GPUs");
+  sub.add_option("--tp", f.tp, "tensor parallel size");
+  sub.add_option("--pp", f.pp, "pipeline parallel size");
+  sub.add_option("--vpp", f.vpp, "virtual pipeline stages per rank");
+  sub.add_option("--cp", f.cp, "context parallel size");
+  sub.add_option("--ep", f.ep, "expert parallel size");
+  sub.add_option("--etp", f.etp, "expert tensor parallel size");
+  sub.add_flag("--sequence-parallel", f.sequence_parallel, "sequence parallelism");
+  sub.add_option("--mbs", f.mbs, "micro-batch size");
+  sub.add_option("--gbs", f.gbs, "global batch size");
+  sub.add_option("--seq", f.seq, "sequence length");
+  sub.add_option("--dispatcher", f.dispatcher, "allgather|alltoall|flex");
+  sub.add_option("--flex-backend", f.flex_backend, "deepep|hybridep");
+  sub.add_flag("--overlap", f.overlap, "overlap_moe_expert_parallel_comm");
+  sub.add_flag("--delay-wgrad", f.delay_wgrad, "delay_wgrad_compute");
+  sub.add_flag("--early-attn-release", f.early_attn_release, "ep_overlap_early_attn_memory_release");
+  sub.add_option("--comm-sms", f.comm_sms, "SMs for flex dispatch/combine (0 = backend default)");
+  sub.add_flag("--no-permute-fusion", f.no_permute_fusion, "moe_permute_fusion off");
+  sub.add_flag("--shared-expert-overlap", f.shared_expert_overlap, "moe_shared_expert_overlap");
+  sub.add_option("--recompute", f.recompute, "none|selective|full");
+  sub.add_option("--recompute-method", f.recompute_method, "uniform|block");
+  sub.add_option("--recompute-num-layers", f.recompute_num_layers, "layers to recompute");
+  sub.add_option("--recompute-modules", f.recompute_modules, "comma list: core_attn,moe_act,layernorm,mlp,moe");
+  sub.add_option("--cuda-graph-impl", f.cuda_graph_impl, "none|local|transformer_engine|full_iteration");
+  sub.add_option("--cuda-graph-modules", f.cuda_graph_modules, "comma list: attn,mlp,moe,moe_router,moe_preprocess");
+  sub.add_option("--cdmc", f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS (1..32)");
+  sub.add_option("--precision", f.precision, "bf16|fp8");
+  sub.add_option("--routing", f.routing, "balanced|uniform|skewed");
+  sub.add_option("--skew", f.skew, "Zipf exponent of expert popularity for --routing skewed");
+  sub.add_option("--capacity-factor", f.capacity_factor, "expert capacity factor (0 = dropless)");
+  sub.add_option("--seed", f.seed, "routing seed");
+}
+
+model::Config build_config(const ConfigFlags& f) {
+  using namespace model;
+  Config c;
+  if (!f.config_file.empty()) {
+    c = load_config_file(f.config_file);
+  } else {
+    c.model_name = f.model;
+    c.model = load_model_preset(f.model);
+    c.hardware_name = f.hardware;
+    c.hw = load_hardware_preset(f.hardware);
+    c.num_gpus = f.gpus;
+    c.par.ep = std::min(f.ep, std::max(1, c.model.num_experts));
+    c.par.global_batch_size = f.gbs;
+  }
+  const bool file = !f.config_file.empty();
+  auto use = [&](const char* name) { return !file || given(f, name); };
+  if (file && given(f, "--model")) {
+    c.model_name = f.model;
+    c.model = load_model_preset(f.model);
+  }
+  if (file && given(f, "--hardware")) {
+    c.hardware_name = f.hardware;
+    c.hw = load_hardware_preset(f.hardware);
+  }
+  if (!f.profile_file.empty()) {
+    c.hw = load_profile_file(f.profile_file);
+    c.hardware_name = c.hw.name;
+  }
+  if (use("--gpus")) c.num_gpus = f.gpus;
+  Parallel& p = c.par;
+  if (use("--tp")) p.tp = f.tp;
+  if (use("--pp")) p.pp = f.pp;
+  if (use("--vpp")) p.vpp = f.vpp;
+  if (use("--cp")) p.cp = f.cp;
+  if (given(f, "--ep") || (!file && c.model.num_experts > 0)) p.ep = f.ep;
+  if (!file && c.model.num_experts == 0) p.ep = 1;
+  if (use("--etp")) p.etp = f.etp;
+  if (use("--sequence-parallel")) p.sequence_parallel = f.sequence_parallel || p.tp > 1;
+  if (use("--mbs")) p.micro_batch_size = f.mbs;
+  if (use("--gbs")) p.global_batch_size = f.gbs;
+  if (use("--seq")) p.seq_length = f.seq;
+  Options& o = c.opt;
+  if (use("--dispatcher")) o.dispatcher = parse_dispatcher(f.dispatcher, "--dispatcher");
+  if (use("--flex-backend")) o.flex_backend = parse_flex_backend(f.flex_backend, "--flex-backend");
+  if (use("--overlap")) o.overlap_moe_expert_parallel_comm = f.overlap;
+  if (use("--delay-wgrad")) o.delay_wgrad_compute = f.delay_wgrad;
+  if (use("--early-attn-release")) o.ep_overlap_early_attn_memory_release = f.early_attn_release;
+  if (use("--comm-sms")) o.comm_sms = f.comm_sms;
+  if (use("--no-permute-fusion")) o.moe_permute_fusion = !f.no_permute_fusion;
+  if (use("--shared-expert-overlap")) o.moe_shared_expert_overlap = f.shared_expert_overlap;
+  if (use("--recompute")) o.recompute_granularity = parse_recompute(f.recompute, "--recompute");
+  if (use("--recompute-method")) o.recompute_method = f.recompute_method;
+  if (use("--recompute-num-layers")) o.recompute_num_layers = f.recompute_num_layers;
+  if (use("--recompute-modules")) o.recompute_modules = split_list(f.recompute_modules);
+  if (use("--cuda-graph-impl"))
+    o.cuda_graph_impl = parse_cuda_graph_impl(f.cuda_graph_impl, "--cuda-graph-impl");
+  if (use("--cuda-graph-modules")) o.cuda_graph_modules = split_list(f.cuda_graph_modules);
+  if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
+  if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
+  if (use("--routing")) o.routing.kind = parse_routing(f.routing, "--routing");
+  if (use("--skew")) o.routing.skew = f.skew;
+  if (use("--seed")) o.routing.seed = f.seed;
+  if (use("--capacity-factor")) o.capacity_factor = f.capacity_factor;
+  if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;
+  c.derive_and_check();
+  return c;
+}
+
+}  // namespace epo::cli

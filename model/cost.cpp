@@ -1,0 +1,157 @@
+#include "model/cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/cost_detail.hpp"
+#include "model/routing_stats.hpp"
+
+namespace epo::model {
+
+const char* to_string(OpKind k) {
+  switch (k) {
+    case OpKind::pre_dispatch: return "pre_dispatch";
+    case OpKind::dispatch: return "dispatch";
+    case OpKind::mlp: return "mlp";
+    case OpKind::combine: return "combine";
+    case OpKind::mlp_wgrad: return "mlp_wgrad";
+    case OpKind::pre_dispatch_wgrad: return "pre_dispatch_wgrad";
+    case OpKind::mtp_post: return "mtp_post";
+    case OpKind::embedding: return "embedding";
+    case OpKind::lm_head_loss: return "lm_head_loss";
+    case OpKind::pp_send_recv: return "pp_send_recv";
+    case OpKind::dp_grad_reduce: return "dp_grad_reduce";
+  }
+  return "?";
+}
+const char* to_string(Direction d) {
+  return d == Direction::forward ? "forward" : d == Direction::backward ? "backward" : "wgrad";
+}
+const char* to_string(StreamKind s) { return s == StreamKind::compute ? "compute" : "comm"; }
+const char* to_string(LinkClass l) {
+  switch (l) {
+    case LinkClass::none: return "none";
+    case LinkClass::local: return "local";
+    case LinkClass::nvlink: return "nvlink";
+    case LinkClass::network: return "network";
+  }
+  return "?";
+}
+
+const OpCost& LayerCosts::get(OpKind kind, Direction dir) const {
+  for (const auto& op : ops)
+    if (op.kind == kind && op.dir == dir) return op;
+  static const OpCost kZero{};
+  return kZero;
+}
+
+TimeNs LayerCosts::total_ns(StreamKind stream) const {
+  TimeNs t = 0;
+  for (const auto& op : ops)
+    if (op.stream == stream) t += op.duration_ns;
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rates
+
+double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8) {
+  if (m <= 0 || n <= 0 || k <= 0) return hw.peak_tflops(fp8) * hw.gemm_efficiency;
+  const double h = hw.gemm_half_dim;
+  auto f = [h](double x) { return x / (x + h); };
+  const double ref = f(8192.0);
+  const double eff = hw.gemm_efficiency * (f(m) / ref) * (f(n) / ref) * (f(k) / ref);
+  return hw.peak_tflops(fp8) * std::min(eff, hw.gemm_efficiency);
+}
+
+double memory_time_us(const HardwareProfile& hw, Bytes bytes) {
+  return bytes / (hw.hbm_gbps * hw.hbm_efficiency * 1e3);  // GB/s * 1e3 = bytes per us
+}
+
+double compute_rate_under_comm(const HardwareProfile& hw, LinkClass link, int comm_sms) {
+  if (comm_sms <= 0 || link == LinkClass::none) return 1.0;
+  const double c = comm_sms;
+  const double loss = link == LinkClass::local
+                          ? hw.contention_coeff * std::pow(c, hw.contention_exp)
+                          : hw.nvl_contention_coeff * std::pow(c, hw.nvl_contention_exp);
+  return std::clamp(1.0 - loss, 0.02, 1.0);
+}
+
+namespace detail {
+
+Shapes make_shapes(const Config& cfg) {
+  const ModelSpec& m = cfg.model;
+  const Parallel& p = cfg.par;
+  Shapes s;
+  s.fp8 = cfg.opt.precision == Precision::fp8;
+  s.dispatch_bytes =
+      s.fp8 && !(cfg.opt.dispatcher == Dispatcher::flex &&
+                 cfg.opt.flex_backend == FlexBackend::hybridep)
+          ? 1.0 + 4.0 / 128.0  // fp8 payload plus one fp32 scale per 128 elements
+          : 2.0;
+  s.tokens = static_cast<double>(cfg.tokens_per_microbatch());
+  s.moe_tokens = p.sequence_parallel ? s.tokens / p.tp : s.tokens;
+  s.ep_ranks_per_domain = cfg.ep_ranks_per_nvlink_domain();
+  s.ep_domains = cfg.ep_num_domains();
+  if (m.num_experts > 0) {
+    s.local_experts = m.num_experts / p.ep;
+    RoutingShape rs{m.num_experts, m.router_topk, m.router_num_groups, m.router_group_topk, p.ep};
+    s.distinct_ranks = expected_distinct_ranks(rs);
+    s.distinct_nodes = expected_distinct_units(rs, s.ep_domains);
+    s.recv_pairs_mean = s.moe_tokens * m.router_topk;
+    s.load_factor = expected_max_load_factor(rs, cfg.opt.routing.kind, cfg.opt.routing.skew,
+                                             s.moe_tokens, cfg.opt.routing.seed);
+    if (cfg.opt.capacity_factor > 0)
+      s.load_factor = std::min(s.load_factor, cfg.opt.capacity_factor);
+    s.recv_pairs = s.recv_pairs_mean * s.load_factor;
+  }
+  return s;
+}
+
+LayerParams layer_params(const ModelSpec& m) {
+  LayerParams lp;
+  const double h = m.hidden_size;
+  if (m.attention == AttentionKind::mla) {
+    const auto& a = m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    const double heads = m.num_attention_heads;
+    const double q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank * heads * qk + a.q_lora_rank
+                                       : h * heads * qk;
+    const double kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) +
+                      a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim) +
+                      a.kv_lora_rank;
+    lp.attention = q + kv + heads * a.v_head_dim * h + 2 * h;
+  } else {
+    const double qdim = static_cast<double>(m.num_attention_heads) * m.head_dim;
+    const double kvdim = static_cast<double>(m.num_query_groups) * m.head_dim;
+    lp.attention = h * (qdim + 2 * kvdim) + qdim * h + 2 * h;
+  }
+  const double glu = m.gated_linear_unit ? 3.0 : 2.0;
+  lp.router = h * m.num_experts;
+  lp.shared_expert = glu * h * m.shared_expert_ffn_hidden_size;
+  lp.expert = glu * h * m.moe_ffn_hidden_size;
+  lp.dense_mlp = glu * h * m.ffn_hidden_size;
+  return lp;
+}
+
+GpuParams gpu_params(const Config& cfg) {
+  const ModelSpec& m = cfg.model;
+  const Parallel& p = cfg.par;
+  const LayerParams lp = layer_params(m);
+  // The first stage holds the most: its layers plus the embedding (and, with pp = 1, the head).
+  const double layers = static_cast<double>(m.num_layers) / p.pp;
+  const double dense_layers = std::min<double>(m.first_k_dense_layers, layers);
+  const double moe_layers = layers - dense_layers + (p.pp == 1 ? m.mtp_num_layers : 0);
+  GpuParams g;
+  g.dense = (layers * lp.attention + dense_layers * lp.dense_mlp +
+             moe_layers * (lp.router + lp.shared_expert)) / p.tp;
+  g.dense += static_cast<double>(m.vocab_size) * m.hidden_size / p.tp * (p.pp == 1 ? 2 : 1);
+  if (p.pp == 1 && m.mtp_num_layers > 0)
+    g.dense += m.mtp_num_layers * (lp.attention + 2.0 * m.hidden_size * m.hidden_size) / p.tp;
+  if (m.num_experts > 0)
+    g.expert = moe_layers * m.num_experts * lp.expert / (static_cast<double>(p.ep) * p.etp);
+  return g;
+}
+
+}  // namespace detail
+}  // namespace epo::model

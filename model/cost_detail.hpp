@@ -1,0 +1,44 @@
+#pragma once
+// Shapes shared by the cost and memory models (internal to model/).
+#include "model/config.hpp"
+
+namespace epo::model::detail {
+
+/// Per-rank sizes of one micro-batch, derived once from the configuration.
+struct Shapes {
+  double tokens = 0;          ///< tokens of one micro-batch on this rank's attention (seq/cp*mbs)
+  double moe_tokens = 0;      ///< tokens this rank routes (tokens / tp with sequence parallel)
+  double recv_pairs = 0;      ///< token-expert pairs the busiest EP rank receives
+  double recv_pairs_mean = 0; ///< mean token-expert pairs per EP rank
+  double load_factor = 1;     ///< busiest / mean
+  double distinct_ranks = 0;  ///< expected distinct destination ranks per token (own included)
+  double distinct_nodes = 0;  ///< expected distinct NVLink domains per token (own included)
+  int ep_ranks_per_domain = 1;
+  int ep_domains = 1;
+  int local_experts = 0;
+  double act_bytes = 2;       ///< bytes per activation element (bf16)
+  double dispatch_bytes = 2;  ///< bytes per element sent by the forward dispatch (1 with fp8)
+  bool fp8 = false;
+};
+
+Shapes make_shapes(const Config& cfg);
+
+/// Parameters of one decoder layer's parts (whole model, before any sharding).
+struct LayerParams {
+  double attention = 0;   ///< attention projections + norms
+  double router = 0;
+  double shared_expert = 0;
+  double expert = 0;      ///< one routed expert
+  double dense_mlp = 0;
+};
+LayerParams layer_params(const ModelSpec& m);
+
+/// Parameters one GPU holds: dense (sharded by tp, replicated over dp*cp) and expert (sharded by
+/// ep*etp, replicated over expert-dp), for the first pipeline stage.
+struct GpuParams {
+  double dense = 0;
+  double expert = 0;
+};
+GpuParams gpu_params(const Config& cfg);
+
+}  // namespace epo::model::detail

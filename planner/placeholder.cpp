@@ -1,2 +1,0 @@
-// Replaced as the planner lands.
-namespace epo::planner {}
