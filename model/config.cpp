@@ -67,6 +67,9 @@ void require_positive(int v, const char* name) {
 
 void Config::derive_and_check() {
   require_positive(num_gpus, "gpus");
+  EPO_REQUIRE_INPUT(virtual_ranks == 0 || virtual_ranks == num_gpus, "virtual_ranks = ",
+                    virtual_ranks, " must equal gpus = ", num_gpus,
+                    " (allowed: 0, or the number of ranks sharing the one GPU)");
   require_positive(par.tp, "tp");
   require_positive(par.pp, "pp");
   require_positive(par.vpp, "vpp");

@@ -80,6 +80,10 @@ struct Config {
   ModelSpec model;
   HardwareProfile hw;
   int num_gpus = 0;
+  /// > 0: the num_gpus EP ranks are virtual ranks sharing ONE physical GPU (the executor's
+  /// single-GPU mode): compute of all ranks shares the device and the EP transport is a local copy
+  /// kernel. Must equal num_gpus when set.
+  int virtual_ranks = 0;
   Parallel par;
   Options opt;
 

@@ -106,6 +106,17 @@ StepResult combined(const Config& cfg, const StepCosts& sc, int fc, int bc, bool
 
 }  // namespace
 
+namespace {
+/// The same configuration with the overlap options off: the plain 1F1B baseline.
+Config baseline_config(const Config& cfg) {
+  Config b = cfg;
+  b.opt.overlap_moe_expert_parallel_comm = false;
+  b.opt.delay_wgrad_compute = false;
+  b.opt.ep_overlap_early_attn_memory_release = false;
+  return b;
+}
+}  // namespace
+
 Prediction predict(const Config& cfg, PredictMode mode) {
   (void)mode;
   Prediction pr;
@@ -168,6 +179,12 @@ Prediction predict(const Config& cfg, PredictMode mode) {
   const double dp_exposed = cfg.opt.overlap_grad_reduce ? std::max(0.0, dp - double(bwd(0).time)) : dp;
   base += dp_exposed;
   step += dp_exposed;
+  if (cfg.opt.overlap_moe_expert_parallel_comm) {
+    // The baseline is the same configuration with the overlap options off.
+    const Prediction b = predict(baseline_config(cfg), mode);
+    base = b.step_time_us * 1000.0;
+    base_exposed = b.exposed_comm_us * 1000.0;
+  }
 
   pr.step_time_us = step / 1000.0;
   pr.baseline_step_time_us = base / 1000.0;
