@@ -65,6 +65,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--skew", f.skew, "Zipf exponent of expert popularity for --routing skewed");
   sub.add_option("--capacity-factor", f.capacity_factor, "expert capacity factor (0 = dropless)");
   sub.add_option("--seed", f.seed, "routing seed");
+  sub.add_option("--virtual-ranks", f.virtual_ranks,
+                 "R EP ranks sharing one GPU (sets gpus = ep = R unless given)");
 }
 
 model::Config build_config(const ConfigFlags& f) {
@@ -131,6 +133,12 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--seed")) o.routing.seed = f.seed;
   if (use("--capacity-factor")) o.capacity_factor = f.capacity_factor;
   if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;
+  if (given(f, "--virtual-ranks")) {
+    c.virtual_ranks = f.virtual_ranks;
+    if (!given(f, "--gpus")) c.num_gpus = f.virtual_ranks;
+    if (!given(f, "--ep")) p.ep = f.virtual_ranks;
+    if (!given(f, "--gbs") && !file) p.global_batch_size = 4 * f.virtual_ranks;  // 4 micro-batches
+  }
   c.derive_and_check();
   return c;
 }

@@ -27,6 +27,7 @@ struct ConfigFlags {
   std::string precision = "bf16", routing = "uniform";
   double skew = 0.0, capacity_factor = 0.0;
   unsigned seed = 1;
+  int virtual_ranks = 0;
 
   // The options, so that build() can tell which flags were given.
   CLI::App* app = nullptr;

@@ -14,8 +14,11 @@ using detail::Shapes;
 
 class Builder {
  public:
-  Builder(const Config& cfg) : cfg_(cfg), hw_(cfg.hw), m_(cfg.model), p_(cfg.par) {
+  explicit Builder(const Config& cfg) : cfg_(cfg), hw_(cfg.hw), m_(cfg.model), p_(cfg.par) {
     s_ = detail::make_shapes(cfg);
+    // Virtual ranks share one GPU: every rank's compute runs on the same device, so an op of one
+    // rank takes the device time of all ranks' copies of it.
+    share_ = cfg.virtual_ranks > 0 ? cfg.virtual_ranks : 1;
   }
 
   const Shapes& shapes() const { return s_; }
@@ -31,7 +34,7 @@ class Builder {
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
     const double tflops = gemm_tflops(hw_, m, n, k, fp8);
-    c.duration_us = std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)) +
+    c.duration_us = share_ * std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)) +
                     hw_.kernel_launch_us;
     return c;
   }
@@ -42,7 +45,7 @@ class Builder {
     c.name = name;
     c.num_kernels = kernels;
     c.hbm_bytes = bytes;
-    c.duration_us = memory_time_us(hw_, bytes) + kernels * hw_.kernel_launch_us;
+    c.duration_us = share_ * memory_time_us(hw_, bytes) + kernels * hw_.kernel_launch_us;
     return c;
   }
 
@@ -62,7 +65,7 @@ class Builder {
     c.flops = factor * 2.0 * T * S * heads * (dqk + dv) * 0.5;
     c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0;
     const double tflops = gemm_tflops(hw_, T, S, std::min(dqk, dv), false);
-    c.duration_us = c.flops / (tflops * 1e6) + hw_.kernel_launch_us;
+    c.duration_us = share_ * c.flops / (tflops * 1e6) + hw_.kernel_launch_us;
     return c;
   }
 
@@ -76,6 +79,17 @@ class Builder {
     if (R <= 1) return c;
     const double payload = s_.moe_tokens * m_.hidden_size * elem_bytes;
     const double remote_copies = pairs_per_token * (R - 1) / R;  // the own-rank share stays
+    if (cfg_.virtual_ranks > 0) {
+      // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() SMs and
+      // all ranks copy at once, bounded by HBM (each byte is read and written).
+      c.hbm_bytes = 2.0 * payload * remote_copies * s_.load_factor;
+      c.num_kernels = 1;
+      const double sms = std::min<double>(hw_.num_sms, share_ * comm_sms());
+      const double bw = std::min(sms * hw_.local_copy_gbps_per_sm,
+                                 hw_.hbm_gbps * hw_.hbm_efficiency / 2.0);
+      c.duration_us = hw_.kernel_launch_us + share_ * payload * remote_copies * s_.load_factor / (bw * 1e3);
+      return c;
+    }
     const int D = s_.ep_domains;
     double net_copies = 0;
     if (D > 1) {
@@ -103,7 +117,10 @@ class Builder {
     return c;
   }
 
-  LinkClass ep_link() const { return s_.ep_domains > 1 ? LinkClass::network : LinkClass::nvlink; }
+  LinkClass ep_link() const {
+    if (cfg_.virtual_ranks > 0) return LinkClass::local;
+    return s_.ep_domains > 1 ? LinkClass::network : LinkClass::nvlink;
+  }
 
   int comm_sms() const {
     return cfg_.opt.dispatcher == Dispatcher::flex ? cfg_.opt.effective_comm_sms(s_.ep_domains == 1)
@@ -135,6 +152,7 @@ class Builder {
   const ModelSpec& m_;
   const Parallel& p_;
   Shapes s_;
+  double share_ = 1;
 };
 
 bool has_module(const Options& o, const char* name) {
