@@ -14,5 +14,9 @@ constexpr int kMaxRoutingExperts = 512;
 constexpr int kMaxTopk = 32;
 /// Largest supported number of expert groups in group-limited routing.
 constexpr int kMaxExpertGroups = 32;
+/// Largest number of ranks of the dispatch / flex layouts.
+constexpr int kMaxRanks = 64;
+/// Largest number of bins (experts, or ranks) of launch_alltoall_layout (shared-memory bitmaps).
+constexpr int kMaxLayoutBins = 1024;
 
 }  // namespace epo::kernels

@@ -52,7 +52,7 @@ void launch_routing(const float* logits, const float* score_bias, int num_tokens
 /// (entries < 0 are skipped). Outputs: num_tokens_per_expert[num_experts] (token copies per expert =
 /// alltoall rows), num_tokens_per_rank[num_ranks] (distinct tokens per destination rank = flex rows),
 /// is_token_in_rank[num_tokens][num_ranks] (1 if any of the token's experts lives there, else 0).
-/// Precondition: num_ranks divides num_experts.
+/// Preconditions: num_ranks divides num_experts, num_ranks <= kMaxRanks.
 void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
                             int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                             uint8_t* is_token_in_rank, cudaStream_t stream);
@@ -75,7 +75,8 @@ int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_exper
 /// written); expert_offsets[num_experts + 1] = padded row offsets (exclusive prefix sum);
 /// num_tokens_per_expert[num_experts] = unpadded counts. workspace: layout_workspace_bytes(num_tokens,
 /// num_experts). Rows of rank r's experts are [expert_offsets[r*epr], expert_offsets[(r+1)*epr]).
-/// Preconditions: max_rows >= alltoall_layout_max_rows(...), align >= 1.
+/// Preconditions: max_rows >= alltoall_layout_max_rows(...), align >= 1, the experts of one token
+/// are distinct (as any router produces), num_experts <= kMaxLayoutBins.
 void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segment, int segment_len,
                             int num_tokens, int num_topk, int num_experts, int align,
                             int64_t max_rows, int* permuted_row, int* row_src_token,
@@ -86,7 +87,7 @@ void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segmen
 /// each destination's receive buffer, tokens ascending. topk_idx[num_tokens][num_topk] global expert
 /// indices (< 0 skipped). Outputs: token_slot_in_rank[num_tokens][num_ranks] (-1: not sent),
 /// num_tokens_per_rank[num_ranks]. workspace: layout_workspace_bytes(num_tokens, num_ranks).
-/// Precondition: num_ranks divides num_experts.
+/// Preconditions: num_ranks divides num_experts, num_ranks <= kMaxRanks.
 void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
                         int num_ranks, int* token_slot_in_rank, int* num_tokens_per_rank,
                         void* workspace, cudaStream_t stream);

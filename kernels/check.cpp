@@ -1,0 +1,78 @@
+// Error reporting of the launchers and the host-side helpers of launchers.hpp (sizes, flex errors).
+#include "kernels/check.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/launchers.hpp"
+
+namespace epo::kernels {
+
+namespace detail {
+
+void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                           ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                           ")");
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                           ": " + cublasGetStatusName(status) + " (" +
+                           cublasGetStatusString(status) + ")");
+}
+
+void throw_invalid(const char* function, const std::string& what) {
+  throw std::invalid_argument(std::string(function) + ": " + what);
+}
+
+void require_pointer(const void* ptr, const char* function, const char* name) {
+  if (ptr == nullptr) throw_invalid(function, std::string(name) + " must not be null");
+}
+
+void require_aligned16(const void* ptr, const char* function, const char* name) {
+  require_pointer(ptr, function, name);
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+    throw_invalid(function, std::string(name) + " must be 16-byte aligned");
+}
+
+}  // namespace detail
+
+size_t layout_workspace_bytes(int64_t num_tokens, int num_bins) {
+  // Per chunk of kLayoutChunkTokens tokens: one count per bin (see layout.cu).
+  const int64_t chunks = (num_tokens + 255) / 256;
+  return static_cast<size_t>(std::max<int64_t>(chunks, 1)) * std::max(num_bins, 1) * sizeof(int);
+}
+
+int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_experts, int align) {
+  return num_tokens * num_topk + static_cast<int64_t>(num_experts) * (align - 1);
+}
+
+FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hidden,
+                                  int num_topk) {
+  const size_t rows = static_cast<size_t>(num_ranks) * max_tokens_per_rank;
+  // Every array rounded to 256 bytes so that carving them out of one allocation keeps alignment.
+  auto pad = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  FlexBufferBytes b;
+  b.recv_x = pad(rows * hidden * sizeof(bf16));
+  b.recv_topk_idx = pad(rows * num_topk * sizeof(int));
+  b.recv_topk_weights = pad(rows * num_topk * sizeof(float));
+  b.recv_count = pad(num_ranks * sizeof(int));
+  b.recv_flag = pad(num_ranks * sizeof(uint64_t));
+  b.combine_x = pad(rows * hidden * sizeof(bf16));
+  b.combine_flag = pad(num_ranks * sizeof(uint64_t));
+  b.done_counter = pad(2 * sizeof(unsigned int));
+  return b;
+}
+
+void check_flex_error(const FlexError* record) {
+  if (record == nullptr || record->status == 0) return;
+  const char* what = record->what == 1 ? "dispatch data" : "combine data";
+  throw std::runtime_error("flex: rank " + std::to_string(record->rank) + " timed out waiting for " +
+                           what + " from rank " + std::to_string(record->src_rank) +
+                           " (expected seq " + std::to_string(record->expected_seq) +
+                           ", flag holds " + std::to_string(record->seen_seq) + ")");
+}
+
+}  // namespace epo::kernels

@@ -1,0 +1,61 @@
+#pragma once
+// Internal to kernels/: device helpers shared by the .cu files (vector access, bf16 packing, warp
+// reductions, system-scope acquire/release).
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace epo::kernels::detail {
+
+constexpr int kWarpSize = 32;
+/// bf16 elements in one 16-byte vector.
+constexpr int kBf16PerVec = 8;
+
+/// Unpacks 8 bf16 held in an int4 into fp32.
+__device__ __forceinline__ void unpack_bf16x8(const int4& v, float* out) {
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __bfloat1622float2(pairs[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+/// Packs 8 fp32 into bf16 (round to nearest even) held in an int4.
+__device__ __forceinline__ int4 pack_bf16x8(const float* in) {
+  int4 v;
+  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+  return v;
+}
+
+/// Non-caching 16-byte load of data read once (token rows).
+__device__ __forceinline__ int4 ld_stream(const int4* ptr) { return __ldcs(ptr); }
+
+/// Acquire load at system scope: the waiter sees every write the signaller made before its release.
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
+  uint64_t value;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(ptr) : "memory");
+  return value;
+}
+
+/// Release store at system scope (orders this thread's earlier writes before the flag).
+__device__ __forceinline__ void st_release_sys(uint64_t* ptr, uint64_t value) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
+}
+
+/// Relaxed store at system scope of a plain int (counters read after an acquire of the flag).
+__device__ __forceinline__ void st_volatile(int* ptr, int value) {
+  *reinterpret_cast<volatile int*>(ptr) = value;
+}
+
+__device__ __forceinline__ int warp_sum(int value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+}  // namespace epo::kernels::detail

@@ -1,0 +1,359 @@
+// Flex dispatch and combine: fused send kernels that write each token once per destination rank
+// straight into that rank's buffers through a device table of destination pointers, with per-source
+// counters and sequence-numbered flags, and receive-side waits that time out with a report.
+//
+// Ordering: every sending thread fences at system scope after its stores, the block then counts
+// itself done on the sender's own done_counter; the last block (threadFenceReduction pattern) writes
+// the counts and release-stores the flags. Waiters acquire-load the flags at system scope, so every
+// byte written before the release is visible once the flag reads seq; kernels after the wait on the
+// same stream inherit that order. Sends never wait, so any launch order of sends and waits on one
+// stream is deadlock-free as long as each wait comes after the sends it needs.
+#include <string>
+
+#include "kernels/check.hpp"
+#include "kernels/device_utils.cuh"
+#include "kernels/launchers.hpp"
+
+namespace epo::kernels {
+
+namespace {
+
+using detail::kBf16PerVec;
+using detail::kWarpSize;
+constexpr int kThreads = 512;
+constexpr int kWarpsPerBlock = kThreads / kWarpSize;
+constexpr int kUnroll = 4;           // 16-byte loads in flight per lane
+constexpr int kWaitThreads = kMaxRanks;
+
+struct SendArgs {
+  int rank, num_ranks, num_tokens, vecs_per_row, num_topk, experts_per_rank, max_tokens;
+  uint64_t seq;
+};
+
+// The last block of a grid to get here sees every other block's writes (fenced before counting).
+__device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
+  __shared__ bool is_last;
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int prev = atomicAdd(done_counter, 1u);
+    is_last = prev == gridDim.x - 1;
+    if (is_last) atomicExch(done_counter, 0u);  // ready for the next step, no host reset
+  }
+  __syncthreads();
+  if (is_last) __threadfence_system();
+  return is_last;
+}
+
+// Source `rank`: x[num_tokens][hidden] -> peers[d].recv_x[rank][slot][hidden] for each destination
+// d with token_slot_in_rank[t][d] = slot >= 0, plus the top-k meta in d's local expert numbering.
+__global__ void __launch_bounds__(kThreads)
+    flex_dispatch_send_kernel(SendArgs a, const int4* __restrict__ x,
+                              const int* __restrict__ topk_idx,
+                              const float* __restrict__ topk_weights,
+                              const int* __restrict__ token_slot_in_rank,
+                              const int* __restrict__ num_tokens_per_rank,
+                              const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+  __shared__ int4* dst_x[kMaxRanks];
+  __shared__ int* dst_idx[kMaxRanks];
+  __shared__ float* dst_weight[kMaxRanks];
+  if (threadIdx.x < a.num_ranks) {
+    dst_x[threadIdx.x] = reinterpret_cast<int4*>(peers[threadIdx.x].recv_x);
+    dst_idx[threadIdx.x] = peers[threadIdx.x].recv_topk_idx;
+    dst_weight[threadIdx.x] = peers[threadIdx.x].recv_topk_weights;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % kWarpSize;
+  const int warps = gridDim.x * kWarpsPerBlock;
+  const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
+  for (int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; t < a.num_tokens;
+       t += warps) {
+    const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * a.num_ranks;
+    const int slot_lo = lane < a.num_ranks ? slots[lane] : -1;
+    const int slot_hi = lane + kWarpSize < a.num_ranks ? slots[lane + kWarpSize] : -1;
+    const uint64_t dest_mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
+                               static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0)) << 32;
+    // Top-k meta: lane k < num_topk owns copy k.
+    int expert = -1;
+    float weight = 0.f;
+    if (lane < a.num_topk) {
+      expert = topk_idx[static_cast<int64_t>(t) * a.num_topk + lane];
+      weight = topk_weights[static_cast<int64_t>(t) * a.num_topk + lane];
+    }
+    for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
+      const int d = __ffsll(static_cast<long long>(m)) - 1;
+      const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
+      if (lane < a.num_topk) {
+        const bool local = expert >= 0 && expert / a.experts_per_rank == d;
+        const int64_t at = (rank_base + slot) * a.num_topk + lane;
+        dst_idx[d][at] = local ? expert % a.experts_per_rank : -1;
+        dst_weight[d][at] = weight;
+      }
+    }
+    // Token row: read once, written once per destination.
+    const int4* row = x + static_cast<int64_t>(t) * a.vecs_per_row;
+    for (int base = 0; base < a.vecs_per_row; base += kWarpSize * kUnroll) {
+      int4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = base + u * kWarpSize + lane;
+        if (i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
+      }
+      for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
+        const int d = __ffsll(static_cast<long long>(m)) - 1;
+        const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
+        int4* dst = dst_x[d] + (rank_base + slot) * a.vecs_per_row;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int i = base + u * kWarpSize + lane;
+          if (i < a.vecs_per_row) dst[i] = v[u];
+        }
+      }
+    }
+  }
+  if (last_block_done(&own.done_counter[0]) && threadIdx.x < a.num_ranks) {
+    const int d = threadIdx.x;
+    detail::st_volatile(&peers[d].recv_count[a.rank], num_tokens_per_rank[d]);
+    __threadfence_system();
+    detail::st_release_sys(&peers[d].recv_flag[a.rank], a.seq);
+  }
+}
+
+// Expert rank `rank`: for every received token (src, slot < recv_count[src]) the weighted sum of
+// its local expert outputs goes to peers[src].combine_x[rank][slot][hidden].
+__global__ void __launch_bounds__(kThreads)
+    flex_combine_send_kernel(SendArgs a, const int4* __restrict__ expert_out,
+                             const int* __restrict__ permuted_row,
+                             const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+  __shared__ int4* dst_x[kMaxRanks];
+  __shared__ int row_begin[kMaxRanks + 1];  // prefix of recv_count over sources
+  if (threadIdx.x < a.num_ranks)
+    dst_x[threadIdx.x] = reinterpret_cast<int4*>(peers[threadIdx.x].combine_x);
+  if (threadIdx.x == 0) {
+    row_begin[0] = 0;
+    for (int s = 0; s < a.num_ranks; ++s)
+      row_begin[s + 1] = row_begin[s] + *reinterpret_cast<volatile int*>(&own.recv_count[s]);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % kWarpSize;
+  const int warps = gridDim.x * kWarpsPerBlock;
+  const int total = row_begin[a.num_ranks];
+  int src = 0;
+  for (int j = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; j < total; j += warps) {
+    while (j >= row_begin[src + 1]) ++src;  // j only grows, so src only moves forward
+    const int slot = j - row_begin[src];
+    const int64_t recv_row = static_cast<int64_t>(src) * a.max_tokens + slot;
+    int my_row = -1;
+    float my_weight = 0.f;
+    if (lane < a.num_topk) {
+      my_row = permuted_row[recv_row * a.num_topk + lane];
+      my_weight = own.recv_topk_weights[recv_row * a.num_topk + lane];
+    }
+    int4* dst = dst_x[src] + (static_cast<int64_t>(a.rank) * a.max_tokens + slot) * a.vecs_per_row;
+    for (int base = 0; base < a.vecs_per_row; base += kWarpSize) {
+      const int i = base + lane;
+      const bool active = i < a.vecs_per_row;
+      float acc[kBf16PerVec] = {};
+      for (int k = 0; k < a.num_topk; ++k) {
+        const int r = __shfl_sync(0xffffffffu, my_row, k);
+        const float w = __shfl_sync(0xffffffffu, my_weight, k);
+        if (r < 0 || !active) continue;
+        float v[kBf16PerVec];
+        detail::unpack_bf16x8(expert_out[static_cast<int64_t>(r) * a.vecs_per_row + i], v);
+#pragma unroll
+        for (int e = 0; e < kBf16PerVec; ++e) acc[e] = __fmaf_rn(w, v[e], acc[e]);
+      }
+      if (active) dst[i] = detail::pack_bf16x8(acc);
+    }
+  }
+  if (last_block_done(&own.done_counter[1]) && threadIdx.x < a.num_ranks) {
+    __threadfence_system();
+    detail::st_release_sys(&peers[threadIdx.x].combine_flag[a.rank], a.seq);
+  }
+}
+
+// One block; thread s waits for flags[s] == seq, or records a timeout and gives up.
+__global__ void __launch_bounds__(kWaitThreads)
+    flex_wait_kernel(const uint64_t* flags, int rank, int num_ranks, uint64_t seq,
+                     int64_t timeout_cycles, int what, FlexError* error) {
+  const int s = threadIdx.x;
+  if (s >= num_ranks) return;
+  const long long start = clock64();
+  uint64_t seen = detail::ld_acquire_sys(&flags[s]);
+  while (seen != seq) {
+    if (clock64() - start > timeout_cycles) {
+      if (error != nullptr && atomicCAS(&error->status, 0, 1) == 0) {
+        error->rank = rank;
+        error->src_rank = s;
+        error->what = what;
+        error->expected_seq = seq;
+        error->seen_seq = seen;
+        __threadfence_system();
+      }
+      return;
+    }
+    seen = detail::ld_acquire_sys(&flags[s]);
+  }
+}
+
+// out[t] = sum over ranks d with slot = token_slot_in_rank[t][d] >= 0 of combine_x[d][slot]
+__global__ void __launch_bounds__(kThreads)
+    flex_combine_reduce_kernel(int num_ranks, const int4* __restrict__ combine_x,
+                               const int* __restrict__ token_slot_in_rank, int num_tokens,
+                               int vecs_per_row, int max_tokens, int4* __restrict__ out) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warps = gridDim.x * kWarpsPerBlock;
+  for (int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; t < num_tokens; t += warps) {
+    const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * num_ranks;
+    const int slot_lo = lane < num_ranks ? slots[lane] : -1;
+    const int slot_hi = lane + kWarpSize < num_ranks ? slots[lane + kWarpSize] : -1;
+    const uint64_t mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
+                          static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0)) << 32;
+    for (int base = 0; base < vecs_per_row; base += kWarpSize) {
+      const int i = base + lane;
+      float acc[kBf16PerVec] = {};
+      for (uint64_t m = mask; m != 0; m &= m - 1) {
+        const int d = __ffsll(static_cast<long long>(m)) - 1;
+        const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
+        if (i >= vecs_per_row) continue;
+        float v[kBf16PerVec];
+        detail::unpack_bf16x8(
+            combine_x[(static_cast<int64_t>(d) * max_tokens + slot) * vecs_per_row + i], v);
+#pragma unroll
+        for (int e = 0; e < kBf16PerVec; ++e) acc[e] = __fadd_rn(acc[e], v[e]);
+      }
+      if (i < vecs_per_row) out[static_cast<int64_t>(t) * vecs_per_row + i] = detail::pack_bf16x8(acc);
+    }
+  }
+}
+
+void check_common(const char* fn, int rank, int num_ranks, int hidden, int max_tokens_per_rank,
+                  uint64_t seq) {
+  using detail::require;
+  require(num_ranks >= 1 && num_ranks <= kMaxRanks, fn, "num_ranks must be in [1, 64]");
+  require(rank >= 0 && rank < num_ranks, fn, "rank must be in [0, num_ranks)");
+  require(hidden > 0 && hidden % kBf16PerVec == 0, fn, "hidden must be a positive multiple of 8");
+  require(max_tokens_per_rank >= 0, fn, "max_tokens_per_rank must be >= 0");
+  require(seq != 0, fn, "seq must be != 0 (flags start at 0)");
+}
+
+void check_own(const char* fn, const FlexBuffers& own) {
+  detail::require_aligned16(own.recv_x, fn, "own.recv_x");
+  detail::require_pointer(own.recv_topk_idx, fn, "own.recv_topk_idx");
+  detail::require_pointer(own.recv_topk_weights, fn, "own.recv_topk_weights");
+  detail::require_pointer(own.recv_count, fn, "own.recv_count");
+  detail::require_pointer(own.recv_flag, fn, "own.recv_flag");
+  detail::require_aligned16(own.combine_x, fn, "own.combine_x");
+  detail::require_pointer(own.combine_flag, fn, "own.combine_flag");
+  detail::require_pointer(own.done_counter, fn, "own.done_counter");
+}
+
+void check_sms(const char* fn, int num_sms) {
+  detail::require(num_sms >= 1 && num_sms <= 1024, fn, "num_sms must be in [1, 1024]");
+}
+
+}  // namespace
+
+void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int* topk_idx,
+                               const float* topk_weights, const int* token_slot_in_rank,
+                               const int* num_tokens_per_rank, int num_tokens, int hidden,
+                               int num_topk, int num_experts, int max_tokens_per_rank,
+                               const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
+                               int num_sms, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_dispatch_send";
+  using detail::require;
+  check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
+  check_own(kFn, own);
+  check_sms(kFn, num_sms);
+  require(num_tokens >= 0 && num_tokens <= max_tokens_per_rank, kFn,
+          "num_tokens must be in [0, max_tokens_per_rank]");
+  require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
+  require(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
+          "num_ranks must divide num_experts");
+  detail::require_pointer(peers, kFn, "peers");
+  detail::require_pointer(num_tokens_per_rank, kFn, "num_tokens_per_rank");
+  if (num_tokens > 0) {
+    detail::require_aligned16(x, kFn, "x");
+    detail::require_pointer(topk_idx, kFn, "topk_idx");
+    detail::require_pointer(topk_weights, kFn, "topk_weights");
+    detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
+  }
+  SendArgs args{rank,     num_ranks, num_tokens, hidden / kBf16PerVec, num_topk,
+                num_experts / num_ranks, max_tokens_per_rank, seq};
+  flex_dispatch_send_kernel<<<num_sms, kThreads, 0, stream>>>(
+      args, reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
+      num_tokens_per_rank, peers, own);
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
+                               int64_t timeout_cycles, FlexError* error, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_dispatch_wait";
+  check_common(kFn, rank, num_ranks, 8, 0, seq);
+  detail::require_pointer(own.recv_flag, kFn, "own.recv_flag");
+  detail::require(timeout_cycles > 0, kFn, "timeout_cycles must be > 0");
+  detail::require_pointer(error, kFn, "error");
+  check_flex_error(error);  // a timeout of an earlier step surfaces here at the latest
+  flex_wait_kernel<<<1, kWaitThreads, 0, stream>>>(own.recv_flag, rank, num_ranks, seq,
+                                                   timeout_cycles, 1, error);
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
+                              const int* permuted_row, int hidden, int num_topk,
+                              int max_tokens_per_rank, const FlexBuffers* peers,
+                              const FlexBuffers& own, uint64_t seq, int num_sms,
+                              cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_combine_send";
+  using detail::require;
+  check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
+  check_own(kFn, own);
+  check_sms(kFn, num_sms);
+  require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
+  require(num_rows >= 0, kFn, "num_rows must be >= 0");
+  detail::require_pointer(peers, kFn, "peers");
+  detail::require_pointer(permuted_row, kFn, "permuted_row");
+  if (num_rows > 0) detail::require_aligned16(expert_out, kFn, "expert_out");
+  SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, num_topk, 1, max_tokens_per_rank, seq};
+  flex_combine_send_kernel<<<num_sms, kThreads, 0, stream>>>(
+      args, reinterpret_cast<const int4*>(expert_out), permuted_row, peers, own);
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
+                              int64_t timeout_cycles, FlexError* error, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_combine_wait";
+  check_common(kFn, rank, num_ranks, 8, 0, seq);
+  detail::require_pointer(own.combine_flag, kFn, "own.combine_flag");
+  detail::require(timeout_cycles > 0, kFn, "timeout_cycles must be > 0");
+  detail::require_pointer(error, kFn, "error");
+  check_flex_error(error);
+  flex_wait_kernel<<<1, kWaitThreads, 0, stream>>>(own.combine_flag, rank, num_ranks, seq,
+                                                   timeout_cycles, 2, error);
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_flex_combine_reduce(int num_ranks, const FlexBuffers& own,
+                                const int* token_slot_in_rank, int num_tokens, int hidden,
+                                int max_tokens_per_rank, bf16* out, int num_sms,
+                                cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_combine_reduce";
+  using detail::require;
+  require(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
+  require(hidden > 0 && hidden % kBf16PerVec == 0, kFn, "hidden must be a positive multiple of 8");
+  require(num_tokens >= 0 && num_tokens <= max_tokens_per_rank, kFn,
+          "num_tokens must be in [0, max_tokens_per_rank]");
+  require(num_sms >= 0 && num_sms <= 1024, kFn, "num_sms must be in [0, 1024]");
+  if (num_tokens == 0) return;
+  detail::require_aligned16(own.combine_x, kFn, "own.combine_x");
+  detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
+  detail::require_aligned16(out, kFn, "out");
+  int grid = num_sms;
+  if (grid == 0) grid = (num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  flex_combine_reduce_kernel<<<grid, kThreads, 0, stream>>>(
+      num_ranks, reinterpret_cast<const int4*>(own.combine_x), token_slot_in_rank, num_tokens,
+      hidden / kBf16PerVec, max_tokens_per_rank, reinterpret_cast<int4*>(out));
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace epo::kernels

@@ -1,0 +1,244 @@
+// bf16 GEMMs through cuBLAS: a dense row-major wrapper and the expert (grouped) GEMMs for forward,
+// dgrad and wgrad with variable rows per expert.
+//
+// Which cuBLAS path: kPerExpertLoop (one cublasGemmEx per non-empty expert) is the default.
+//  - Both paths need the per-expert row counts on the HOST: cublasGemmGroupedBatchedEx (cuBLAS 13.1,
+//    cublas_api.h) takes m/n/k/ld as host arrays and only the matrix pointers as device arrays, so
+//    the grouped API saves no device-to-host synchronisation.
+//  - At the shapes EPO runs (DeepSeek-V3 EP8: 32 local experts x ~1024 rows x 7168 x 4096, about
+//    60 GFLOP each; Qwen3-30B-A3B: 16 local experts x ~2048 rows x 2048 x 1536) one expert's GEMM
+//    takes tens of microseconds, so the few microseconds of launch per expert overlap the previous
+//    GEMM's execution (launches are asynchronous), and cublasGemmEx chooses its kernel for each
+//    expert's own shape.
+//  - Empty experts are simply skipped; the grouped API additionally needs a kernel per call that
+//    writes the device pointer arrays.
+// The grouped API can win when many experts get few rows (launch-bound). bench_kernels measures both
+// (rows gg_fwd_loop / gg_fwd_batched, balanced and skewed routing) so the default can follow numbers.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/check.hpp"
+#include "kernels/launchers.hpp"
+
+namespace epo::kernels {
+
+namespace {
+
+// One row-major problem c[m][n] = op(a) @ op(b) (+ beta c).
+struct RowMajorGemm {
+  const bf16* a;
+  const bf16* b;
+  bf16* c;
+  int m, n, k;
+  bool trans_a, trans_b;
+};
+
+// The row-major product is computed as the column-major product c^T = op(b)^T op(a)^T, which is
+// the same memory with the operands swapped: no transposition is ever materialised.
+struct ColumnMajorCall {
+  cublasOperation_t op_first, op_second;
+  int m, n, k, ld_first, ld_second, ldc;
+};
+
+ColumnMajorCall to_column_major(const RowMajorGemm& g) {
+  ColumnMajorCall call;
+  call.op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  call.op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  call.m = g.n;
+  call.n = g.m;
+  call.k = g.k;
+  call.ld_first = g.trans_b ? g.k : g.n;
+  call.ld_second = g.trans_a ? g.m : g.k;
+  call.ldc = g.n;
+  return call;
+}
+
+void run_one(cublasHandle_t handle, const RowMajorGemm& g, float alpha, float beta) {
+  const ColumnMajorCall c = to_column_major(g);
+  EPO_CUBLAS_CHECK(cublasGemmEx(handle, c.op_first, c.op_second, c.m, c.n, c.k, &alpha, g.b,
+                                CUDA_R_16BF, c.ld_first, g.a, CUDA_R_16BF, c.ld_second, &beta, g.c,
+                                CUDA_R_16BF, c.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// Device pointer arrays of the grouped API, written by a kernel from parameters (no host staging).
+constexpr int kPointerBatch = 128;
+struct PointerBatch {
+  const void* first[kPointerBatch];
+  const void* second[kPointerBatch];
+  void* out[kPointerBatch];
+  int count;
+};
+
+__global__ void fill_pointers_kernel(PointerBatch batch, const void** first, const void** second,
+                                     void** out) {
+  const int i = threadIdx.x;
+  if (i < batch.count) {
+    first[i] = batch.first[i];
+    second[i] = batch.second[i];
+    out[i] = batch.out[i];
+  }
+}
+
+void run_grouped_batched(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems,
+                         float beta, void* workspace, cudaStream_t stream) {
+  const void** first = static_cast<const void**>(workspace);
+  const void** second = first + kPointerBatch;
+  void** out = const_cast<void**>(second + kPointerBatch);
+  for (size_t begin = 0; begin < problems.size(); begin += kPointerBatch) {
+    const int count = static_cast<int>(std::min<size_t>(kPointerBatch, problems.size() - begin));
+    PointerBatch batch{};
+    batch.count = count;
+    std::vector<cublasOperation_t> op_first(count), op_second(count);
+    std::vector<int> m(count), n(count), k(count), ld_first(count), ld_second(count), ldc(count),
+        group_size(count, 1);
+    std::vector<float> alphas(count, 1.f), betas(count, beta);
+    for (int i = 0; i < count; ++i) {
+      const RowMajorGemm& g = problems[begin + i];
+      const ColumnMajorCall c = to_column_major(g);
+      batch.first[i] = g.b;
+      batch.second[i] = g.a;
+      batch.out[i] = g.c;
+      op_first[i] = c.op_first;
+      op_second[i] = c.op_second;
+      m[i] = c.m;
+      n[i] = c.n;
+      k[i] = c.k;
+      ld_first[i] = c.ld_first;
+      ld_second[i] = c.ld_second;
+      ldc[i] = c.ldc;
+    }
+    fill_pointers_kernel<<<1, kPointerBatch, 0, stream>>>(batch, first, second, out);
+    EPO_CUDA_CHECK_LAUNCH();
+    EPO_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+        handle, op_first.data(), op_second.data(), m.data(), n.data(), k.data(), alphas.data(),
+        first, CUDA_R_16BF, ld_first.data(), second, CUDA_R_16BF, ld_second.data(), betas.data(),
+        out, CUDA_R_16BF, ldc.data(), count, group_size.data(), CUBLAS_COMPUTE_32F));
+  }
+}
+
+void run_grouped(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems, float beta,
+                 GroupedGemmAlgo algo, void* workspace, cudaStream_t stream, const char* fn) {
+  if (problems.empty()) return;
+  if (algo == GroupedGemmAlgo::kPerExpertLoop) {
+    for (const RowMajorGemm& g : problems) run_one(handle, g, 1.f, beta);
+  } else {
+    detail::require_pointer(workspace, fn, "workspace");
+    run_grouped_batched(handle, problems, beta, workspace, stream);
+  }
+}
+
+void check_grouped(const char* fn, cublasHandle_t handle, const int* num_tokens_per_expert,
+                   const int64_t* row_offset_per_expert, int num_experts, int n, int k) {
+  detail::require(handle != nullptr, fn, "handle must not be null");
+  detail::require(num_experts >= 0, fn, "num_experts must be >= 0");
+  detail::require(n > 0 && k > 0, fn, "n and k must be > 0");
+  detail::require(n % 8 == 0 && k % 8 == 0, fn, "n and k must be multiples of 8 (16-byte rows)");
+  detail::require_pointer(num_tokens_per_expert, fn, "num_tokens_per_expert");
+  detail::require_pointer(row_offset_per_expert, fn, "row_offset_per_expert");
+  for (int e = 0; e < num_experts; ++e) {
+    detail::require(num_tokens_per_expert[e] >= 0, fn,
+                    "num_tokens_per_expert[" + std::to_string(e) + "] must be >= 0");
+    detail::require(row_offset_per_expert[e] >= 0, fn,
+                    "row_offset_per_expert[" + std::to_string(e) + "] must be >= 0");
+  }
+}
+
+}  // namespace
+
+void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int m, int n, int k,
+               bool trans_a, bool trans_b, float alpha, float beta, cudaStream_t stream) {
+  constexpr const char* kFn = "gemm_bf16";
+  detail::require(handle != nullptr, kFn, "handle must not be null");
+  detail::require(m >= 0 && n >= 0 && k >= 0, kFn, "m, n, k must be >= 0");
+  if (m == 0 || n == 0) return;
+  detail::require_pointer(c, kFn, "c");
+  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  if (k == 0) {
+    // cuBLAS would scale c by beta; do the same without it so k = 0 is well defined.
+    detail::require(beta == 0.f || beta == 1.f, kFn, "k = 0 supports beta 0 or 1 only");
+    if (beta == 0.f)
+      EPO_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(bf16) * static_cast<size_t>(m) * n, stream));
+    return;
+  }
+  detail::require_pointer(a, kFn, "a");
+  detail::require_pointer(b, kFn, "b");
+  run_one(handle, RowMajorGemm{a, b, c, m, n, k, trans_a, trans_b}, alpha, beta);
+}
+
+size_t grouped_gemm_workspace_bytes(int num_experts) {
+  (void)num_experts;  // pointer arrays are written per batch of kPointerBatch groups
+  return 3 * kPointerBatch * sizeof(void*);
+}
+
+void grouped_gemm_fwd(cublasHandle_t handle, const bf16* x, const bf16* w, bf16* out,
+                      const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
+                      int num_experts, int n, int k, GroupedGemmAlgo algo, void* workspace,
+                      cudaStream_t stream) {
+  constexpr const char* kFn = "grouped_gemm_fwd";
+  check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
+  detail::require_pointer(w, kFn, "w");
+  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  std::vector<RowMajorGemm> problems;
+  for (int e = 0; e < num_experts; ++e) {
+    const int m = num_tokens_per_expert[e];
+    if (m == 0) continue;
+    detail::require_aligned16(x, kFn, "x");
+    detail::require_aligned16(out, kFn, "out");
+    const int64_t row = row_offset_per_expert[e];
+    problems.push_back({x + row * k, w + static_cast<int64_t>(e) * k * n, out + row * n, m, n, k,
+                        false, false});
+  }
+  run_grouped(handle, problems, 0.f, algo, workspace, stream, kFn);
+}
+
+void grouped_gemm_dgrad(cublasHandle_t handle, const bf16* dy, const bf16* w, bf16* dx,
+                        const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
+                        int num_experts, int n, int k, GroupedGemmAlgo algo, void* workspace,
+                        cudaStream_t stream) {
+  constexpr const char* kFn = "grouped_gemm_dgrad";
+  check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
+  detail::require_pointer(w, kFn, "w");
+  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  std::vector<RowMajorGemm> problems;
+  for (int e = 0; e < num_experts; ++e) {
+    const int m = num_tokens_per_expert[e];
+    if (m == 0) continue;
+    detail::require_aligned16(dy, kFn, "dy");
+    detail::require_aligned16(dx, kFn, "dx");
+    const int64_t row = row_offset_per_expert[e];
+    // dx_e[m][k] = dy_e[m][n] @ (w_e[k][n])^T
+    problems.push_back({dy + row * n, w + static_cast<int64_t>(e) * k * n, dx + row * k, m, k, n,
+                        false, true});
+  }
+  run_grouped(handle, problems, 0.f, algo, workspace, stream, kFn);
+}
+
+void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf16* dw,
+                        const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
+                        int num_experts, int n, int k, bool accumulate, GroupedGemmAlgo algo,
+                        void* workspace, cudaStream_t stream) {
+  constexpr const char* kFn = "grouped_gemm_wgrad";
+  check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
+  detail::require_aligned16(dw, kFn, "dw");
+  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  std::vector<RowMajorGemm> problems;
+  for (int e = 0; e < num_experts; ++e) {
+    const int m = num_tokens_per_expert[e];
+    bf16* dw_e = dw + static_cast<int64_t>(e) * k * n;
+    if (m == 0) {
+      // A GEMM over zero rows gives zero (or leaves the accumulator alone).
+      if (!accumulate)
+        EPO_CUDA_CHECK(cudaMemsetAsync(dw_e, 0, sizeof(bf16) * static_cast<size_t>(k) * n, stream));
+      continue;
+    }
+    detail::require_aligned16(x, kFn, "x");
+    detail::require_aligned16(dy, kFn, "dy");
+    const int64_t row = row_offset_per_expert[e];
+    // dw_e[k][n] = (x_e[m][k])^T @ dy_e[m][n]
+    problems.push_back({x + row * k, dy + row * n, dw_e, k, n, m, true, false});
+  }
+  run_grouped(handle, problems, accumulate ? 1.f : 0.f, algo, workspace, stream, kFn);
+}
+
+}  // namespace epo::kernels
