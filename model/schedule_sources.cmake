@@ -2,4 +2,6 @@
 # path (included by model/CMakeLists.txt).
 list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   schedule.cpp
+  simulate.cpp
+  timeline.cpp
 )

@@ -8,7 +8,8 @@
 //  - host blocking points: the host issues a blocking op (and everything after it) only when the
 //    op's GPU predecessors are done, plus hw.host_sync_us;
 //  - CUDA_DEVICE_MAX_CONNECTIONS=1: one hardware queue, an op starts only after every op issued
-//    before it (on any stream) has started;
+//    before it (on any stream) has started its last kernel (kernels of an op are taken as
+//    duration / num_kernels each), so an event-blocked op also holds back the other stream;
 //  - contention as rate sharing: while communication runs, compute progresses at
 //    compute_rate_under_comm(hw, link, comm SMs); rates change at event boundaries;
 //  - SM admission: a communication kernel that becomes ready while a GPU-filling compute op issued

@@ -1,0 +1,519 @@
+#include "model/simulate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/error.hpp"
+#include "model/timeline.hpp"
+
+namespace epo::model {
+
+namespace {
+
+const OpCost& layer_cost(const LayerCosts& lc, OpKind kind, Direction dir) {
+  const OpCost& c = lc.get(kind, dir);
+  if (c.duration_ns > 0 || dir != Direction::wgrad) return c;
+  return lc.get(kind, Direction::backward);  // wgrad nodes may be filed as backward
+}
+
+OpParams params_of(const OpCost& c) {
+  OpParams p;
+  p.duration_ns = std::max<TimeNs>(0, c.duration_ns);
+  p.sms = c.sms;
+  p.num_kernels = std::max(1, c.num_kernels);
+  p.link = c.link;
+  return p;
+}
+
+}  // namespace
+
+OpParams resolve_op(const StepCosts& costs, const ScheduleOp& op, bool fold_wgrad) {
+  switch (op.kind) {
+    case OpKind::embedding:
+      return params_of(op.dir == Direction::forward ? costs.embedding_fwd : costs.embedding_bwd);
+    case OpKind::lm_head_loss:
+      return params_of(op.dir == Direction::forward ? costs.lm_head_fwd : costs.lm_head_bwd);
+    case OpKind::pp_send_recv:
+      if (op.pp_role == PpRole::recv) return OpParams{};
+      return params_of(costs.pp_send_recv);
+    case OpKind::dp_grad_reduce: {
+      OpParams p = params_of(costs.dp_grad_reduce);
+      p.duration_ns = static_cast<TimeNs>(std::llround(static_cast<double>(p.duration_ns) *
+                                                       static_cast<double>(op.grad_fraction)));
+      return p;
+    }
+    default: break;
+  }
+  const LayerCosts& lc = op.is_mtp ? costs.mtp_layer : (op.is_moe ? costs.moe_layer
+                                                                  : costs.dense_layer);
+  OpParams p = params_of(layer_cost(lc, op.kind, op.dir));
+  if (fold_wgrad && op.dir == Direction::backward) {
+    if (op.kind == OpKind::mlp) {
+      const OpCost& w = layer_cost(lc, OpKind::mlp_wgrad, Direction::wgrad);
+      p.duration_ns += w.duration_ns;
+      p.num_kernels += w.num_kernels;
+    } else if (op.kind == OpKind::pre_dispatch) {
+      const OpCost& w = layer_cost(lc, OpKind::pre_dispatch_wgrad, Direction::wgrad);
+      p.duration_ns += w.duration_ns;
+      p.num_kernels += w.num_kernels;
+    }
+  }
+  return p;
+}
+
+namespace {
+
+enum EventType : std::uint32_t { kComplete = 0, kHostWake = 1, kSmWake = 2 };
+
+struct Event {
+  TimeNs time;
+  std::uint64_t seq;
+  std::int32_t target;   // op (complete, SM wake) or rank (host wake)
+  std::uint32_t tag;     // type | version << 2
+};
+
+/// Binary min-heap on (time, seq): deterministic order for equal times.
+class EventHeap {
+ public:
+  void reserve(std::size_t n) { h_.reserve(n); }
+  bool empty() const { return h_.empty(); }
+  const Event& top() const { return h_.front(); }
+  void push(TimeNs time, std::int32_t target, std::uint32_t tag) {
+    h_.push_back(Event{time, seq_++, target, tag});
+    std::size_t i = h_.size() - 1;
+    while (i > 0) {
+      const std::size_t p = (i - 1) / 2;
+      if (!less(h_[i], h_[p])) break;
+      std::swap(h_[i], h_[p]);
+      i = p;
+    }
+  }
+  Event pop() {
+    Event out = h_.front();
+    h_.front() = h_.back();
+    h_.pop_back();
+    const std::size_t n = h_.size();
+    std::size_t i = 0;
+    for (;;) {
+      const std::size_t l = 2 * i + 1, r = l + 1;
+      std::size_t m = i;
+      if (l < n && less(h_[l], h_[m])) m = l;
+      if (r < n && less(h_[r], h_[m])) m = r;
+      if (m == i) break;
+      std::swap(h_[i], h_[m]);
+      i = m;
+    }
+    return out;
+  }
+
+ private:
+  static bool less(const Event& a, const Event& b) {
+    return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+  }
+  std::vector<Event> h_;
+  std::uint64_t seq_ = 0;
+};
+
+struct SimOp {
+  TimeNs dur = 0;
+  TimeNs kernel_ns = 1;
+  double comm_rate = 1.0;  // compute rate while this communication op runs
+  std::int32_t rank = 0;
+  std::int32_t local = 0;
+  std::int32_t deps_left = 0;
+  std::uint32_t version = 0;
+  TimeNs ready_ns = 0;
+  std::uint8_t lane = 0;
+  bool blocks = false;
+  bool issued = false;
+  bool started = false;
+  bool done = false;
+  bool sm_granted = false;
+  bool host_cleared = false;
+};
+
+struct RankState {
+  std::int32_t offset = 0;
+  std::int32_t n = 0;
+  std::int32_t host_next = 0;
+  TimeNs host_time = 0;
+  std::int32_t dispatch_next = 0;
+  std::int32_t running[kNumLanes] = {-1, -1, -1};
+  double remaining = 0;  // work (ns at full rate) left of the running compute op
+  double rate = 1.0;
+  TimeNs last_update = 0;
+};
+
+TimeNs ceil_div(double work, double rate) {
+  return static_cast<TimeNs>(std::ceil(work / rate - 1e-9));
+}
+
+class Simulator {
+ public:
+  Simulator(const PipelineSchedule& s, const Config& cfg, const StepCosts& costs,
+            const SimOptions& o)
+      : sched_(s), cfg_(cfg), opt_(o) {
+    single_queue_ = cfg.opt.cuda_device_max_connections <= 1;
+    sync_ns_ = ns_from_us(cfg.hw.host_sync_us);
+    const int R = static_cast<int>(s.ranks.size());
+    ranks_.resize(R);
+    std::size_t total = 0;
+    for (int r = 0; r < R; ++r) {
+      ranks_[r].offset = static_cast<std::int32_t>(total);
+      ranks_[r].n = static_cast<std::int32_t>(s.ranks[r].ops.size());
+      total += s.ranks[r].ops.size();
+    }
+    ops_.resize(total);
+    start_.assign(total, -1);
+    end_.assign(total, -1);
+    std::vector<std::int32_t> count(total + 1, 0);
+    for (int r = 0; r < R; ++r) {
+      const Schedule& sc = s.ranks[r];
+      const bool fold = !(sc.overlapped && cfg.opt.delay_wgrad_compute);
+      for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
+        const ScheduleOp& so = sc.ops[i];
+        SimOp& op = ops_[ranks_[r].offset + i];
+        const OpParams p = resolve_op(costs, so, fold);
+        op.dur = p.duration_ns;
+        op.kernel_ns = std::max<TimeNs>(1, p.duration_ns / p.num_kernels);
+        op.rank = r;
+        op.local = i;
+        op.lane = static_cast<std::uint8_t>(so.lane);
+        op.blocks = so.host_blocks && opt_.host_blocking;
+        if (so.lane != Lane::compute) {
+          double rate = opt_.compute_rate_under_comm;
+          if (!(rate > 0.0)) rate = compute_rate_under_comm(cfg.hw, p.link, p.sms);
+          op.comm_rate = std::clamp(rate, 1e-3, 1.0);
+        }
+        op.deps_left = so.num_waits;
+        for (int w = 0; w < so.num_waits; ++w) ++count[ranks_[r].offset + so.waits[w]];
+        if (so.pp_role == PpRole::recv) {
+          if (so.peer_op < 0 || so.peer_rank < 0 || so.peer_rank >= R) {
+            throw EPO_RUNTIME_ERROR("simulate: recv op ", i, " on rank ", r,
+                                    " is not linked to a send (use build_pipeline)");
+          }
+          ++op.deps_left;
+          ++count[ranks_[so.peer_rank].offset + so.peer_op];
+        }
+      }
+    }
+    dep_begin_.assign(total + 1, 0);
+    for (std::size_t i = 0; i < total; ++i) dep_begin_[i + 1] = dep_begin_[i] + count[i];
+    deps_.resize(dep_begin_[total]);
+    std::vector<std::int32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
+    for (int r = 0; r < R; ++r) {
+      const Schedule& sc = s.ranks[r];
+      for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
+        const ScheduleOp& so = sc.ops[i];
+        const std::int32_t g = ranks_[r].offset + i;
+        for (int w = 0; w < so.num_waits; ++w) deps_[fill[ranks_[r].offset + so.waits[w]]++] = g;
+        if (so.pp_role == PpRole::recv) deps_[fill[ranks_[so.peer_rank].offset + so.peer_op]++] = g;
+      }
+    }
+    heap_.reserve(64 + total / 8);
+  }
+
+  void run() {
+    for (std::size_t r = 0; r < ranks_.size(); ++r) advance_host(static_cast<int>(r), 0);
+    process_candidates(0);
+    while (!heap_.empty()) {
+      const TimeNs t = heap_.top().time;
+      while (!heap_.empty() && heap_.top().time == t) {
+        const Event e = heap_.pop();
+        const std::uint32_t type = e.tag & 3u;
+        if (type == kComplete) {
+          SimOp& op = ops_[e.target];
+          if (op.done || (e.tag >> 2) != op.version) continue;
+          complete(e.target, t);
+        } else if (type == kHostWake) {
+          ++events_;
+          advance_host(e.target, t);
+        } else {
+          ++events_;
+          candidates_.push_back(e.target);
+        }
+      }
+      process_candidates(t);
+    }
+    for (std::size_t g = 0; g < ops_.size(); ++g) {
+      if (!ops_[g].done) {
+        const SimOp& op = ops_[g];
+        const ScheduleOp& so = sched_.ranks[op.rank].ops[op.local];
+        throw EPO_RUNTIME_ERROR("simulate: the schedule deadlocks at op ", op.local, " (",
+                                op_name(so), ", micro-batch ", so.microbatch, ", layer ",
+                                so.layer, ") of rank ", op.rank);
+      }
+    }
+  }
+
+  SimRun result(bool overlapped) const {
+    SimRun out;
+    out.overlapped = overlapped;
+    out.num_ops = ops_.size();
+    out.num_events = events_;
+    const int R = static_cast<int>(ranks_.size());
+    out.ranks.resize(R);
+    std::vector<Interval> compute, ep, comm;
+    double cb = 0, mb = 0;
+    for (int r = 0; r < R; ++r) {
+      RankMetrics& m = out.ranks[r];
+      const Schedule& sc = sched_.ranks[r];
+      compute.clear();
+      ep.clear();
+      comm.clear();
+      for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
+        const std::int32_t g = ranks_[r].offset + i;
+        const TimeNs s = start_[g], e = end_[g];
+        m.end_ns = std::max(m.end_ns, e);
+        const ScheduleOp& so = sc.ops[i];
+        m.busy_ns[static_cast<int>(so.lane)] += e - s;
+        if (e <= s) continue;
+        if (so.lane == Lane::compute) {
+          compute.push_back({s, e});
+        } else {
+          comm.push_back({s, e});
+          if (so.kind == OpKind::dispatch || so.kind == OpKind::combine) ep.push_back({s, e});
+        }
+      }
+      // Lanes are FIFO, so compute and EP intervals come sorted and disjoint.
+      for (const auto& iv : ep) m.ep_comm_ns += iv.end_ns - iv.start_ns;
+      m.exposed_ep_comm_ns = uncovered_length_merged(ep, compute);
+      merge_intervals(comm);
+      m.exposed_comm_ns = uncovered_length_merged(comm, compute);
+      m.activation_peak_layers = activation_peak_layers(sc);
+      out.step_ns = std::max(out.step_ns, m.end_ns);
+      out.exposed_ep_comm_ns = std::max(out.exposed_ep_comm_ns, m.exposed_ep_comm_ns);
+    }
+    for (int r = 0; r < R; ++r) {
+      cb += busy_fraction(out.ranks[r].busy_ns[0], out.step_ns);
+      mb += busy_fraction(out.ranks[r].busy_ns[1], out.step_ns);
+    }
+    out.compute_busy_fraction = R > 0 ? cb / R : 0.0;
+    out.comm_busy_fraction = R > 0 ? mb / R : 0.0;
+    if (opt_.keep_timings) {
+      out.timings.resize(R);
+      for (int r = 0; r < R; ++r) {
+        auto& t = out.timings[r];
+        t.resize(ranks_[r].n);
+        for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
+          t[i].start_ns = start_[ranks_[r].offset + i];
+          t[i].end_ns = end_[ranks_[r].offset + i];
+        }
+      }
+    }
+    return out;
+  }
+
+  TimeNs step_ns() const {
+    TimeNs t = 0;
+    for (TimeNs e : end_) t = std::max(t, e);
+    return t;
+  }
+  std::uint64_t events() const { return events_; }
+
+ private:
+  double current_rate(const RankState& R) const {
+    if (!opt_.contention) return 1.0;
+    double rate = 1.0;
+    for (int l = 1; l < kNumLanes; ++l) {
+      if (R.running[l] >= 0) rate = std::min(rate, ops_[R.running[l]].comm_rate);
+    }
+    return rate;
+  }
+
+  /// When op x (started, maybe running) starts its last kernel; <= now when it already has.
+  TimeNs last_kernel_start(std::int32_t x, TimeNs now) const {
+    const SimOp& c = ops_[x];
+    if (c.done || c.dur <= c.kernel_ns) return now;
+    const double last = static_cast<double>(c.dur - c.kernel_ns);
+    if (c.lane != 0) return std::max(now, start_[x] + static_cast<TimeNs>(last));
+    const RankState& R = ranks_[c.rank];
+    const double done =
+        static_cast<double>(c.dur) -
+        std::max(0.0, R.remaining - static_cast<double>(now - R.last_update) * R.rate);
+    if (done >= last - 1e-9) return now;
+    return now + ceil_div(last - done, R.rate);
+  }
+
+  void reschedule_compute(RankState& R, TimeNs now) {
+    const std::int32_t x = R.running[0];
+    if (x < 0) return;
+    const double rate = current_rate(R);
+    if (rate == R.rate) return;
+    R.remaining = std::max(0.0, R.remaining - static_cast<double>(now - R.last_update) * R.rate);
+    R.last_update = now;
+    R.rate = rate;
+    SimOp& op = ops_[x];
+    ++op.version;
+    heap_.push(now + ceil_div(R.remaining, rate), x, kComplete | (op.version << 2));
+  }
+
+  void advance_host(int r, TimeNs now) {
+    RankState& R = ranks_[r];
+    while (R.host_next < R.n) {
+      const std::int32_t g = R.offset + R.host_next;
+      SimOp& op = ops_[g];
+      if (op.blocks) {
+        if (!op.host_cleared) {
+          if (op.deps_left > 0) return;  // resumed when its last predecessor completes
+          op.host_cleared = true;
+          R.host_time = std::max(R.host_time, op.ready_ns) + sync_ns_;
+          if (R.host_time > now) {
+            heap_.push(R.host_time, r, kHostWake);
+            return;
+          }
+        } else if (R.host_time > now) {
+          return;
+        }
+      }
+      op.issued = true;
+      ++R.host_next;
+      if (op.deps_left == 0) candidates_.push_back(g);
+    }
+  }
+
+  void process_candidates(TimeNs now) {
+    while (!candidates_.empty()) {
+      work_.swap(candidates_);
+      candidates_.clear();
+      std::sort(work_.begin(), work_.end());
+      for (std::size_t i = 0; i < work_.size(); ++i) {
+        if (i > 0 && work_[i] == work_[i - 1]) continue;
+        try_start(work_[i], now);
+      }
+      work_.clear();
+    }
+  }
+
+  void try_start(std::int32_t g, TimeNs now) {
+    SimOp& op = ops_[g];
+    if (op.started || !op.issued || op.deps_left > 0) return;
+    RankState& R = ranks_[op.rank];
+    if (single_queue_ && op.local != R.dispatch_next) return;
+    if (R.running[op.lane] >= 0) return;
+    if (single_queue_ && op.local > 0) {
+      // One hardware queue: this op's first kernel is dispatched only after the previous op's last
+      // kernel has been dispatched (started).
+      const TimeNs ready = last_kernel_start(g - 1, now);
+      if (ready > now) {
+        heap_.push(ready, g, kSmWake);
+        return;
+      }
+    }
+    if (op.lane != 0 && opt_.sm_admission && !op.sm_granted && op.dur > 0) {
+      const std::int32_t x = R.running[0];
+      if (x >= 0 && ops_[x].local < op.local) {
+        // The compute op holds every SM; this kernel gets SMs when its current kernel ends.
+        const SimOp& c = ops_[x];
+        const double left =
+            std::max(0.0, R.remaining - static_cast<double>(now - R.last_update) * R.rate);
+        const double done = static_cast<double>(c.dur) - left;
+        const double kw = static_cast<double>(c.kernel_ns);
+        double boundary = (std::floor(done / kw + 1e-9) + 1.0) * kw;
+        boundary = std::min(boundary, static_cast<double>(c.dur));
+        op.sm_granted = true;
+        const TimeNs wake = now + ceil_div(std::max(0.0, boundary - done), R.rate);
+        if (wake > now) {
+          heap_.push(wake, g, kSmWake);
+          return;
+        }
+      }
+    }
+    op.started = true;
+    start_[g] = now;
+    ++events_;
+    R.running[op.lane] = g;
+    if (single_queue_) {
+      ++R.dispatch_next;
+      if (R.dispatch_next < R.n) candidates_.push_back(R.offset + R.dispatch_next);
+    }
+    if (op.lane == 0) {
+      R.remaining = static_cast<double>(op.dur);
+      R.rate = current_rate(R);
+      R.last_update = now;
+      heap_.push(now + ceil_div(R.remaining, R.rate), g, kComplete | (op.version << 2));
+    } else {
+      heap_.push(now + op.dur, g, kComplete | (op.version << 2));
+      reschedule_compute(R, now);
+    }
+  }
+
+  void complete(std::int32_t g, TimeNs now) {
+    SimOp& op = ops_[g];
+    op.done = true;
+    end_[g] = now;
+    ++events_;
+    RankState& R = ranks_[op.rank];
+    R.running[op.lane] = -1;
+    if (op.lane != 0) reschedule_compute(R, now);
+    for (std::int32_t k = dep_begin_[g]; k < dep_begin_[g + 1]; ++k) {
+      SimOp& d = ops_[deps_[k]];
+      d.ready_ns = std::max(d.ready_ns, now);
+      if (--d.deps_left == 0 && d.issued) candidates_.push_back(deps_[k]);
+    }
+    if (R.host_next < R.n) {
+      const SimOp& h = ops_[R.offset + R.host_next];
+      if (h.blocks && !h.host_cleared && h.deps_left == 0) advance_host(op.rank, now);
+    }
+  }
+
+  const PipelineSchedule& sched_;
+  const Config& cfg_;
+  SimOptions opt_;
+  bool single_queue_ = false;
+  TimeNs sync_ns_ = 0;
+  std::vector<RankState> ranks_;
+  std::vector<SimOp> ops_;
+  std::vector<TimeNs> start_, end_;
+  std::vector<std::int32_t> dep_begin_, deps_;
+  std::vector<std::int32_t> candidates_, work_;
+  EventHeap heap_;
+  std::uint64_t events_ = 0;
+};
+
+}  // namespace
+
+SimRun simulate(const PipelineSchedule& schedule, const Config& cfg, const StepCosts& costs,
+                const SimOptions& options) {
+  Simulator sim(schedule, cfg, costs, options);
+  sim.run();
+  const bool overlapped = !schedule.ranks.empty() && schedule.ranks[0].overlapped;
+  if (!options.keep_timings) {
+    SimRun out;
+    out.overlapped = overlapped;
+    out.step_ns = sim.step_ns();
+    out.num_ops = schedule.num_ops();
+    out.num_events = sim.events();
+    return out;
+  }
+  return sim.result(overlapped);
+}
+
+double microbatches_in_flight(const Schedule& first_stage) {
+  int layers = 0;
+  for (int l : first_stage.layers_per_chunk) layers += l;
+  const double per_chunk =
+      static_cast<double>(std::max(1, layers)) / std::max(1, first_stage.vpp);
+  return activation_peak_layers(first_stage) / per_chunk;
+}
+
+SimResult simulate_step(const Config& cfg, const StepCosts& costs, const SimOptions& options) {
+  SimResult r;
+  const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm;
+  r.schedule = build_pipeline(cfg, overlap);
+  r.run = simulate(r.schedule, cfg, costs, options);
+  if (overlap) {
+    r.baseline_schedule = build_pipeline(cfg, false);
+    r.baseline = simulate(r.baseline_schedule, cfg, costs, options);
+  } else {
+    r.baseline_schedule = r.schedule;
+    r.baseline = r.run;
+  }
+  r.overlap_gain = r.run.step_ns > 0 ? static_cast<double>(r.baseline.step_ns) /
+                                               static_cast<double>(r.run.step_ns) - 1.0
+                                     : 0.0;
+  r.microbatches_in_flight = microbatches_in_flight(r.schedule.ranks.front());
+  return r;
+}
+
+}  // namespace epo::model
