@@ -1,0 +1,75 @@
+// Flex dispatch/combine over 2, 4 and 8 virtual ranks on one GPU against the reference pipeline,
+// and the timeout report.
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "gpu_flex_common.hpp"
+
+using namespace epo::kernels;
+using epo::kernels::test::DeviceBuffer;
+
+TEST_CASE("flex over virtual ranks matches the reference pipeline", "[kernels][gpu]") {
+  REQUIRE(epo::kernels::test::device_count() >= 1);
+  uint32_t seed = 1000;
+  for (int num_ranks : {2, 4, 8}) {
+    test::FlexCase c;
+    c.num_tokens = 300;
+    c.hidden = 7168 / 4;
+    c.num_topk = 8;
+    c.num_experts = 64;
+    c.devices.assign(num_ranks, 0);
+    c.num_sms_per_step = {1, 5, 32};  // three steps, flags never reset
+    test::run_flex_case(c, seed);
+    seed += 100;
+  }
+  // A small hidden size (a warp sweeps less than one row) and top-k spread over every rank.
+  test::FlexCase c{40, 16, 4, 8, {0, 0, 0, 0}, {3, 1}};
+  test::run_flex_case(c, 7);
+}
+
+TEST_CASE("flex wait times out with rank, source and what it waited for", "[kernels][gpu]") {
+  const int num_ranks = 2, T = 8, H = 64, K = 2;
+  const FlexBufferBytes bytes = flex_buffer_bytes(num_ranks, T, H, K);
+  DeviceBuffer<char> storage(bytes.total());
+  storage.fill_bytes(0);
+  FlexBuffers own = test::carve_flex_buffers(storage.get(), bytes);
+  FlexError* error = nullptr;
+  REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError), cudaHostAllocMapped) ==
+          cudaSuccess);
+  *error = FlexError{};
+  // Nobody sends seq 5: rank 1 must give up after about a million cycles and say why.
+  launch_flex_dispatch_wait(1, num_ranks, own, 5, 1'000'000, error, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(error->status == 1);
+  CHECK(error->rank == 1);
+  CHECK(error->what == 1);
+  try {
+    check_flex_error(error);
+    FAIL("no exception");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("rank 1 timed out waiting for dispatch data from rank 0") != std::string::npos);
+  }
+  // The next launch reports the pending error instead of running on stale data.
+  CHECK_THROWS_AS(launch_flex_combine_wait(1, num_ranks, own, 5, 1000, error, nullptr),
+                  std::runtime_error);
+  cudaFreeHost(error);
+}
+
+TEST_CASE("flex launchers name bad arguments", "[kernels][gpu]") {
+  FlexBuffers own;
+  try {
+    launch_flex_dispatch_wait(0, 2, own, 0, 1000, nullptr, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("seq") != std::string::npos);
+  }
+  try {
+    launch_flex_dispatch_send(0, 2, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 64, 8, 8, 0,
+                              nullptr, own, 1, 4, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("own.recv_x") != std::string::npos);
+  }
+}

@@ -1,0 +1,113 @@
+// cuBLAS GEMM wrappers against the references. Tolerance: |gpu - ref| <= 2^-7 |ref| + 2e-3, i.e.
+// one bf16 rounding step of the output plus fp32 accumulation-order differences (inputs in [-1, 1],
+// k <= 512).
+#include <numeric>
+#include <vector>
+
+#include <cublas_v2.h>
+
+#include "catch.hpp"
+#include "gpu_test_utils.hpp"
+#include "kernels/launchers.hpp"
+
+using namespace epo::kernels;
+using epo::kernels::test::DeviceBuffer;
+using epo::kernels::test::random_bf16;
+using epo::kernels::test::worst_excess;
+
+namespace {
+
+struct Cublas {
+  cublasHandle_t handle = nullptr;
+  Cublas() { REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS); }
+  ~Cublas() { cublasDestroy(handle); }
+};
+
+const bf16* cb(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<const bf16*>(b.get()); }
+bf16* mb(DeviceBuffer<uint16_t>& b) { return reinterpret_cast<bf16*>(b.get()); }
+
+}  // namespace
+
+TEST_CASE("dense bf16 GEMM matches the reference in every transpose mode", "[kernels][gpu]") {
+  Cublas blas;
+  const int m = 72, n = 48, k = 136;
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool ta = mode & 1, tb = mode & 2;
+    INFO("trans_a " << ta << " trans_b " << tb);
+    auto a = random_bf16(static_cast<size_t>(m) * k, 1 + mode);
+    auto b = random_bf16(static_cast<size_t>(k) * n, 5 + mode);
+    auto c = random_bf16(static_cast<size_t>(m) * n, 9 + mode);
+    std::vector<uint16_t> ref_c = c;
+    ref::gemm_bf16(a.data(), b.data(), ref_c.data(), m, n, k, ta, tb, 0.5f, 1.f);
+    DeviceBuffer<uint16_t> da(a), db(b), dc(c);
+    gemm_bf16(blas.handle, cb(da), cb(db), mb(dc), m, n, k, ta, tb, 0.5f, 1.f, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(worst_excess(dc.download(), ref_c, 1.0 / 128, 2e-3) <= 0);
+  }
+}
+
+TEST_CASE("grouped GEMMs match the references with ragged and empty experts", "[kernels][gpu]") {
+  Cublas blas;
+  const int n = 64, k = 128;
+  // Padded segments (align 16) with empty experts at the start, middle and end.
+  const std::vector<int> counts = {0, 37, 16, 0, 1, 130, 0};
+  const int num_experts = static_cast<int>(counts.size());
+  std::vector<int64_t> offsets(num_experts);
+  int64_t rows = 0;
+  for (int e = 0; e < num_experts; ++e) {
+    offsets[e] = rows;
+    rows += (counts[e] + 15) / 16 * 16;
+  }
+  auto x = random_bf16(rows * k, 21);
+  auto dy = random_bf16(rows * n, 22);
+  auto w = random_bf16(static_cast<size_t>(num_experts) * k * n, 23);
+  DeviceBuffer<uint16_t> dx_in(x), d_dy(dy), d_w(w);
+  DeviceBuffer<char> workspace(grouped_gemm_workspace_bytes(num_experts));
+
+  for (auto algo : {GroupedGemmAlgo::kPerExpertLoop, GroupedGemmAlgo::kGroupedBatched}) {
+    INFO("algo " << static_cast<int>(algo));
+    // Rows outside the experts' ranges must stay untouched: prefill both sides the same.
+    std::vector<uint16_t> ref_out = random_bf16(rows * n, 30);
+    DeviceBuffer<uint16_t> d_out(ref_out);
+    ref::grouped_gemm_fwd(x.data(), w.data(), ref_out.data(), counts.data(), offsets.data(),
+                          num_experts, n, k);
+    grouped_gemm_fwd(blas.handle, cb(dx_in), cb(d_w), mb(d_out), counts.data(), offsets.data(),
+                     num_experts, n, k, algo, workspace.get(), nullptr);
+
+    std::vector<uint16_t> ref_dx = random_bf16(rows * k, 31);
+    DeviceBuffer<uint16_t> d_dx(ref_dx);
+    ref::grouped_gemm_dgrad(dy.data(), w.data(), ref_dx.data(), counts.data(), offsets.data(),
+                            num_experts, n, k);
+    grouped_gemm_dgrad(blas.handle, cb(d_dy), cb(d_w), mb(d_dx), counts.data(), offsets.data(),
+                       num_experts, n, k, algo, workspace.get(), nullptr);
+
+    for (bool accumulate : {false, true}) {
+      std::vector<uint16_t> ref_dw = random_bf16(w.size(), 32);
+      DeviceBuffer<uint16_t> d_dw(ref_dw);
+      ref::grouped_gemm_wgrad(x.data(), dy.data(), ref_dw.data(), counts.data(), offsets.data(),
+                              num_experts, n, k, accumulate);
+      grouped_gemm_wgrad(blas.handle, cb(dx_in), cb(d_dy), mb(d_dw), counts.data(),
+                         offsets.data(), num_experts, n, k, accumulate, algo, workspace.get(),
+                         nullptr);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      CHECK(worst_excess(d_dw.download(), ref_dw, 1.0 / 128, 2e-3) <= 0);
+    }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(worst_excess(d_out.download(), ref_out, 1.0 / 128, 2e-3) <= 0);
+    CHECK(worst_excess(d_dx.download(), ref_dx, 1.0 / 128, 2e-3) <= 0);
+  }
+}
+
+TEST_CASE("grouped GEMM launchers name bad arguments", "[kernels][gpu]") {
+  Cublas blas;
+  std::vector<int> counts = {4, -1};
+  std::vector<int64_t> offsets = {0, 4};
+  DeviceBuffer<uint16_t> buf(4096);
+  try {
+    grouped_gemm_fwd(blas.handle, cb(buf), cb(buf), mb(buf), counts.data(), offsets.data(), 2, 16,
+                     16, GroupedGemmAlgo::kPerExpertLoop, nullptr, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("num_tokens_per_expert[1]") != std::string::npos);
+  }
+}
