@@ -1,0 +1,56 @@
+#pragma once
+// `epo run`: executes a configuration's training step on GPUs with the schedule the simulator
+// plays (model/schedule.hpp), op by op, and measures it. Pure C++ interface (no CUDA header); a
+// build without CUDA throws an epo::Error from run_plan.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+
+namespace epo::exec {
+
+constexpr int kMeasurementSchemaVersion = 1;
+
+struct RunOptions {
+  int layers = 0;           ///< decoder layers to run (0 = all of the model's)
+  int iters = 5;            ///< measured steps per schedule
+  int warmup = 2;           ///< untimed steps before them
+  bool check = false;       ///< compare against the single-rank reference and across schedules
+  bool raw_alltoall = true; ///< with >= 2 GPUs, time a raw ncclAlltoAll of the dispatch bytes
+  std::string command_line;
+  std::string git_revision = "unknown";
+};
+
+/// Outcome of --check (each figure is max |a - b| / max |b| over the compared tensor).
+struct CheckResult {
+  bool ran = false;
+  bool passed = false;
+  double tolerance = 0;             ///< the bound each relative error is held to
+  double max_output_error = 0;      ///< forward outputs vs the reference
+  double max_grad_error = 0;        ///< gradients (inputs and weights) vs the reference
+  bool schedules_bit_identical = false;  ///< overlapped vs baseline, outputs and gradients
+  std::vector<std::string> failures;     ///< one line per tensor out of tolerance
+};
+
+struct RunResult {
+  nlohmann::json measurement;  ///< the measurement document, without "prediction"
+  nlohmann::json trace;        ///< measured Chrome trace (traceEvents)
+  CheckResult check;
+};
+
+/// Checks that the executor can run the configuration (PP=TP=CP=ETP=1, EP = the ranks run, one
+/// MoE or dense layer kind it supports) and how many GPUs it needs; throws an input error that
+/// names the setting otherwise. Pure C++ (no GPU touched).
+void check_runnable(const model::Config& cfg, const RunOptions& options);
+
+/// The configuration with only `layers` decoder layers (0: unchanged), re-derived.
+model::Config with_layers(const model::Config& cfg, int layers);
+
+/// Runs warm-up and measured steps of the configured schedule (and of the baseline when overlap
+/// is on), optionally --check; sets CUDA_DEVICE_MAX_CONNECTIONS from the config before the CUDA
+/// context exists. Throws epo::Error (runtime) naming rank, op and call on a GPU failure.
+RunResult run_plan(const model::Config& cfg, const RunOptions& options);
+
+}  // namespace epo::exec
