@@ -1,18 +1,203 @@
-// epo plan (lands with its issue).
+// epo plan: search the layouts and options for the fastest plan that fits, explain why it wins,
+// and emit it as Megatron-Bridge overrides, Megatron-LM arguments, environment or plan JSON.
+// With no arguments: Qwen3-30B-A3B on 16 H100.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <memory>
+#include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/config_flags.hpp"
+#include "cli/planner_flags.hpp"
+#include "cli/predict_report.hpp"
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+#include "planner/emit.hpp"
+#include "planner/report.hpp"
+#include "planner/search.hpp"
 
 namespace epo::cli {
 
+namespace {
+
+struct PlanArgs {
+  ConfigFlags cfg;
+  ContextFlags ctx;
+  std::string layout, emit, out;
+  int top = 10, threads = 0;
+  bool exhaustive = false;
+};
+
+bool given(const ConfigFlags& f, const char* name) {
+  return f.app && f.app->get_option(name)->count() > 0;
+}
+
+/// Applies "tp=1,pp=2,vpp=2,cp=1,ep=16,etp=1,mbs=1" (any subset) to the layout.
+void apply_layout(model::Config& c, const std::string& s) {
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    EPO_REQUIRE_INPUT(eq != std::string::npos, "--layout: '", item,
+                      "' is not key=value (allowed keys: tp, pp, vpp, cp, ep, etp, mbs)");
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    int x = 0;
+    try {
+      size_t pos = 0;
+      x = std::stoi(v, &pos);
+      EPO_REQUIRE_INPUT(pos == v.size(), "--layout: ", k, " = '", v, "' is not an integer");
+    } catch (const std::logic_error&) {
+      throw EPO_INPUT_ERROR("--layout: ", k, " = '", v, "' is not an integer");
+    }
+    auto& p = c.par;
+    if (k == "tp") p.tp = x;
+    else if (k == "pp") p.pp = x;
+    else if (k == "vpp") p.vpp = x;
+    else if (k == "cp") p.cp = x;
+    else if (k == "ep") p.ep = x;
+    else if (k == "etp") p.etp = x;
+    else if (k == "mbs") p.micro_batch_size = x;
+    else
+      throw EPO_INPUT_ERROR("--layout: unknown key '", k,
+                            "' (allowed keys: tp, pp, vpp, cp, ep, etp, mbs)");
+  }
+  c.par.sequence_parallel = c.par.tp > 1;
+}
+
+/// The configuration the search starts from: model, hardware, GPUs, sequence, batch and the
+/// options it does not vary. Without --layout any layout flags are ignored, so the base starts
+/// from the trivial layout (which always divides).
+model::Config base_config(PlanArgs& a) {
+  ConfigFlags f = a.cfg;
+  const bool from_file = !f.config_file.empty();
+  if (!from_file) {
+    f.tp = f.pp = f.vpp = f.cp = f.ep = f.etp = f.mbs = 1;
+    f.gbs = 0;  // filled below; 0 lets derive_and_check accept the trivial layout
+  }
+  model::Config c = build_config(f);
+  if (!from_file || given(a.cfg, "--gbs"))
+    c.par.global_batch_size = given(a.cfg, "--gbs") ? a.cfg.gbs : std::max(512, 8 * c.num_gpus);
+  if (!a.layout.empty()) {
+    apply_layout(c, a.layout);
+    c.derive_and_check();
+  }
+  return c;
+}
+
+/// A progress bar on stderr, only on a terminal and only once the search has run for a second.
+std::function<void(long long, long long)> progress_bar() {
+  if (!isatty(fileno(stderr))) return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto shown = std::make_shared<bool>(false);
+  return [t0, shown](long long done, long long total) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s < 1.0 && !*shown) return;
+    if (done >= total) {
+      if (*shown) std::fprintf(stderr, "\r%70s\r", "");
+      return;
+    }
+    *shown = true;
+    const int width = 40;
+    const int fill = total > 0 ? static_cast<int>(width * done / total) : 0;
+    std::string bar(static_cast<size_t>(fill), '=');
+    bar.resize(width, ' ');
+    std::fprintf(stderr, "\r[%s] %3d%% %lld/%lld", bar.c_str(),
+                 total > 0 ? static_cast<int>(100 * done / total) : 0, done, total);
+    std::fflush(stderr);
+  };
+}
+
+nlohmann::json search_json(const planner::SearchSpec& spec, const planner::SearchResult& r) {
+  nlohmann::json rejected = nlohmann::json::object();
+  for (const auto& [k, v] : r.rejected) rejected[k] = v;
+  nlohmann::json top = nlohmann::json::array();
+  for (const auto& p : r.top)
+    top.push_back({{"key", p.key}, {"step_time_us", p.pred.step_time_us},
+                   {"tokens_per_s_per_gpu", p.pred.tokens_per_s_per_gpu},
+                   {"memory_bytes", p.pred.memory.total_bytes}});
+  return {{"rank", 1},
+          {"key", r.top.front().key},
+          {"ranked_by", "tokens_per_s_per_gpu, ties by generation order"},
+          {"fixed_layout", spec.fixed_layout},
+          {"generated", r.generated},
+          {"evaluated", r.evaluated},
+          {"feasible", r.feasible},
+          {"seconds", r.seconds},
+          {"rejected", rejected},
+          {"top", top},
+          {"context",
+           {{"megatron", planner::to_string(spec.ctx.megatron)},
+            {"te", planner::to_string(spec.ctx.te)},
+            {"torch", planner::to_string(spec.ctx.torch)},
+            {"frontend", planner::to_string(spec.ctx.frontend)}}}};
+}
+
+int run_plan(PlanArgs& a) {
+  EPO_REQUIRE_INPUT(a.emit.empty() || a.emit == "bridge" || a.emit == "mlm" || a.emit == "env" ||
+                        a.emit == "json",
+                    "--emit: '", a.emit, "' is not allowed (allowed: bridge|mlm|env|json)");
+  EPO_REQUIRE_INPUT(a.out.empty() || !a.emit.empty(), "--out needs --emit bridge|mlm|env|json");
+  EPO_REQUIRE_INPUT(a.top >= 1 && a.top <= 1000, "--top = ", a.top, " is out of range (1..1000)");
+  EPO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= 256, "--threads = ", a.threads,
+                    " is out of range (0..256)");
+  planner::SearchSpec spec;
+  spec.base = base_config(a);
+  spec.ctx = build_context(a.ctx, a.cfg);
+  spec.ctx.flex_backend_given = false;  // the search chooses the backend
+  spec.fixed_layout = !a.layout.empty();
+  spec.top_n = a.top;
+  spec.threads = a.threads;
+  spec.exhaustive = a.exhaustive;
+  spec.progress = progress_bar();
+  const planner::SearchResult r = planner::search(spec);
+  const bool emit_to_stdout = !a.emit.empty() && a.out.empty();
+  if (r.top.empty()) {
+    if (!emit_to_stdout) std::printf("%s", planner::format_search_report(spec, r).c_str());
+    throw Error(ErrorKind::rejected, planner::infeasible_advice(r, spec), __FILE__, __LINE__);
+  }
+  if (!emit_to_stdout) std::printf("%s", planner::format_search_report(spec, r).c_str());
+  if (a.emit.empty()) return 0;
+
+  const planner::Plan& w = r.top.front();
+  const auto errors = planner::validate_errors(w.cfg, spec.ctx);
+  if (!errors.empty())
+    throw EPO_RUNTIME_ERROR("internal: the chosen plan violates ", errors.front().id);
+  std::string text;
+  if (a.emit == "bridge") text = planner::emit_bridge(w.cfg, spec.ctx);
+  else if (a.emit == "mlm") text = planner::emit_mlm(w.cfg, spec.ctx);
+  else if (a.emit == "env") text = planner::emit_env(w.cfg);
+  else
+    text = planner::emit_plan_json(w.cfg, prediction_json(w.cfg, w.pred), search_json(spec, r))
+               .dump(2) + "\n";
+  if (a.out.empty()) {
+    std::printf("%s", text.c_str());
+  } else {
+    model::write_text_file(a.out, text);
+    std::printf("\nwrote the plan (%s) to %s\n", a.emit.c_str(), a.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
 void add_plan(CLI::App& app, Runner& run) {
-  auto* sub = app.add_subcommand("plan", "not built yet");
-  sub->callback([&run] {
-    run = [] {
-      std::fprintf(stderr, "epo: 'plan' is not available in this build yet\n");
-      return 1;
-    };
-  });
+  auto args = std::make_shared<PlanArgs>();
+  auto* sub = app.add_subcommand(
+      "plan", "search layouts, dispatcher and overlap options for the fastest plan that fits");
+  add_config_flags(*sub, args->cfg);
+  add_context_flags(*sub, args->ctx);
+  sub->add_option("--layout", args->layout,
+                  "fix the layout (tp=1,pp=1,vpp=1,cp=1,ep=16,etp=1,mbs=1) and choose only the "
+                  "dispatcher, backend, overlap flags and comm SMs");
+  sub->add_option("--top", args->top, "plans to list (default 10)");
+  sub->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)");
+  sub->add_flag("--exhaustive", args->exhaustive,
+                "evaluate every candidate before filtering (slow; the reference for the fast search)");
+  sub->add_option("--emit", args->emit, "write the chosen plan: bridge|mlm|env|json");
+  sub->add_option("--out", args->out, "file for --emit (written whole or not at all)");
+  sub->callback([&run, args] { run = [args] { return run_plan(*args); }; });
 }
 
 }  // namespace epo::cli

@@ -1,0 +1,39 @@
+#pragma once
+// Writes a chosen configuration in the forms the outside world takes it: Megatron-Bridge overrides,
+// Megatron-LM arguments, environment exports, plan JSON; and reads the first three back (so that
+// tests can check the round trip, and `epo validate` can take them).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+#include "planner/validation.hpp"
+
+namespace epo::planner {
+
+/// Megatron-Bridge overrides, one `key=value` per line: overlap flags on comm_overlap.* (Bridge
+/// overwrites the model's copies), dispatcher/backend/SMs and parallel sizes on model.*, batch on
+/// train.*. Lines starting with '#' are comments.
+std::string emit_bridge(const model::Config& cfg, const ValidationContext& ctx);
+/// Megatron-LM training arguments, one flag (and its value) per line, ending in " \".
+std::string emit_mlm(const model::Config& cfg, const ValidationContext& ctx);
+/// Shell `export` lines: CUDA_DEVICE_MAX_CONNECTIONS, LayerNorm SM margins, backend variables.
+std::string emit_env(const model::Config& cfg);
+/// {"schema_version":1,"kind":"plan","config":...,"prediction":...,"search":...}.
+nlohmann::json emit_plan_json(const model::Config& cfg, const nlohmann::json& prediction,
+                              const nlohmann::json& search);
+
+/// Applies Bridge overrides (as emit_bridge writes them) onto `base` (model, hardware, GPUs); an
+/// unknown key or a bad value is an input error naming the line.
+model::Config apply_bridge_overrides(model::Config base, const std::string& text);
+/// Applies Megatron-LM arguments (as emit_mlm writes them) onto `base`.
+model::Config apply_mlm_args(model::Config base, const std::string& text);
+/// Applies `export NAME=VALUE` lines (CUDA_DEVICE_MAX_CONNECTIONS) onto `base`.
+model::Config apply_env(model::Config base, const std::string& text);
+
+/// CUDA_DEVICE_MAX_CONNECTIONS a plan should run with: 32 with overlap or a flex backend (the
+/// comm stream needs its own hardware queue), 1 where Megatron-LM demands it (TP/CP > 1 without
+/// overlap before Blackwell), else 32.
+int recommended_cuda_device_max_connections(const model::Config& cfg);
+
+}  // namespace epo::planner

@@ -1,0 +1,178 @@
+// Megatron-LM arguments: writing and reading back.
+#include <sstream>
+
+#include "model/error.hpp"
+#include "planner/emit.hpp"
+
+namespace epo::planner {
+
+using model::Config;
+using model::CudaGraphImpl;
+using model::Dispatcher;
+using model::FlexBackend;
+using model::RecomputeGranularity;
+
+namespace {
+bool at_least_v016(const ValidationContext& ctx) {
+  return static_cast<int>(ctx.megatron) >= static_cast<int>(MegatronVersion::core_v0_16);
+}
+int to_int(const std::string& v, const std::string& where) {
+  try {
+    size_t pos = 0;
+    const int x = std::stoi(v, &pos);
+    if (pos == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw EPO_INPUT_ERROR(where, ": '", v, "' is not an integer");
+}
+}  // namespace
+
+std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
+  std::vector<std::string> a;
+  const auto& p = c.par;
+  const auto& o = c.opt;
+  auto kv = [&](const std::string& k, const std::string& v) { a.push_back(k + " " + v); };
+  auto num = [&](const std::string& k, long long v) { kv(k, std::to_string(v)); };
+  num("--tensor-model-parallel-size", p.tp);
+  num("--pipeline-model-parallel-size", p.pp);
+  if (p.vpp > 1) num("--num-virtual-stages-per-pipeline-rank", p.vpp);
+  num("--context-parallel-size", p.cp);
+  num("--expert-model-parallel-size", p.ep);
+  num("--expert-tensor-parallel-size", p.etp);
+  if (p.sequence_parallel) a.push_back("--sequence-parallel");
+  num("--micro-batch-size", p.micro_batch_size);
+  num("--global-batch-size", p.global_batch_size);
+  num("--seq-length", p.seq_length);
+  kv("--moe-token-dispatcher-type", model::to_string(o.dispatcher));
+  if (o.dispatcher == Dispatcher::flex) {
+    if (at_least_v016(ctx)) kv("--moe-flex-dispatcher-backend", model::to_string(o.flex_backend));
+    else a.push_back("--moe-enable-deepep");
+    if (o.comm_sms > 0) {
+      if (ctx.megatron == MegatronVersion::main) num("--moe-flex-dispatcher-num-sms", o.comm_sms);
+      else if (o.flex_backend == FlexBackend::deepep) num("--moe-deepep-num-sms", o.comm_sms);
+      else num("--moe-hybridep-num-sms", o.comm_sms);
+    }
+  }
+  if (o.overlap_moe_expert_parallel_comm) a.push_back("--overlap-moe-expert-parallel-comm");
+  if (o.delay_wgrad_compute) a.push_back("--delay-wgrad-compute");
+  if (o.ep_overlap_early_attn_memory_release) a.push_back("--ep-overlap-early-attn-memory-release");
+  if (o.moe_permute_fusion) a.push_back("--moe-permute-fusion");
+  if (o.moe_shared_expert_overlap) a.push_back("--moe-shared-expert-overlap");
+  if (o.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
+  if (o.recompute_granularity != RecomputeGranularity::none)
+    kv("--recompute-granularity", model::to_string(o.recompute_granularity));
+  if (!o.recompute_method.empty()) kv("--recompute-method", o.recompute_method);
+  if (o.recompute_num_layers > 0) num("--recompute-num-layers", o.recompute_num_layers);
+  if (!o.recompute_modules.empty()) {
+    std::string s;
+    for (const auto& m : o.recompute_modules) s += (s.empty() ? "" : " ") + m;
+    kv("--recompute-modules", s);
+  }
+  if (o.cuda_graph_impl != CudaGraphImpl::none) {
+    kv("--cuda-graph-impl", model::to_string(o.cuda_graph_impl));
+    if (!o.cuda_graph_modules.empty()) {
+      std::string s;
+      for (const auto& m : o.cuda_graph_modules) s += (s.empty() ? "" : " ") + m;
+      kv(ctx.megatron == MegatronVersion::main ? "--cuda-graph-modules" : "--cuda-graph-scope", s);
+    }
+  }
+  a.push_back("--bf16");
+  if (o.precision == model::Precision::fp8) kv("--fp8-format", "hybrid");
+  if (o.capacity_factor > 0) {
+    std::ostringstream cf;
+    cf << o.capacity_factor;
+    kv("--moe-expert-capacity-factor", cf.str());
+  }
+  if (o.high_priority_a2a_comm_stream) a.push_back("--high-priority-a2a-comm-stream");
+  if (!o.gradient_accumulation_fusion) a.push_back("--no-gradient-accumulation-fusion");
+  if (o.distributed_optimizer) a.push_back("--use-distributed-optimizer");
+  if (o.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
+  std::ostringstream os;
+  os << "# Megatron-LM arguments: " << c.model_name << " on " << c.num_gpus << " x "
+     << c.hardware_name << " (" << to_string(ctx.megatron) << ")\n";
+  for (size_t i = 0; i < a.size(); ++i) os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
+  return os.str();
+}
+
+Config apply_mlm_args(Config c, const std::string& text) {
+  std::vector<std::string> t;
+  {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] == '#') continue;
+      std::istringstream ls(line);
+      std::string tok;
+      while (ls >> tok)
+        if (tok != "\\") t.push_back(tok);
+    }
+  }
+  auto& p = c.par;
+  auto& o = c.opt;
+  // Flags the text does not mention keep Megatron-LM's defaults for store_true flags.
+  o.moe_permute_fusion = o.moe_shared_expert_overlap = o.moe_grouped_gemm = false;
+  o.overlap_moe_expert_parallel_comm = o.delay_wgrad_compute = false;
+  o.ep_overlap_early_attn_memory_release = false;
+  o.distributed_optimizer = o.overlap_grad_reduce = false;
+  o.gradient_accumulation_fusion = true;
+  o.recompute_granularity = RecomputeGranularity::none;
+  o.cuda_graph_impl = CudaGraphImpl::none;
+  p.sequence_parallel = false;
+  p.vpp = 1;
+  bool enable_deepep = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string& f = t[i];
+    const std::string where = "Megatron-LM argument " + f;
+    EPO_REQUIRE_INPUT(f.rfind("--", 0) == 0, "Megatron-LM arguments: '", f, "' is not a flag");
+    auto value = [&]() -> std::string {
+      EPO_REQUIRE_INPUT(i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0, where,
+                        " needs a value");
+      return t[++i];
+    };
+    auto values = [&]() {
+      std::vector<std::string> v;
+      while (i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0) v.push_back(t[++i]);
+      return v;
+    };
+    if (f == "--tensor-model-parallel-size") p.tp = to_int(value(), where);
+    else if (f == "--pipeline-model-parallel-size") p.pp = to_int(value(), where);
+    else if (f == "--num-virtual-stages-per-pipeline-rank") p.vpp = to_int(value(), where);
+    else if (f == "--context-parallel-size") p.cp = to_int(value(), where);
+    else if (f == "--expert-model-parallel-size") p.ep = to_int(value(), where);
+    else if (f == "--expert-tensor-parallel-size") p.etp = to_int(value(), where);
+    else if (f == "--sequence-parallel") p.sequence_parallel = true;
+    else if (f == "--micro-batch-size") p.micro_batch_size = to_int(value(), where);
+    else if (f == "--global-batch-size") p.global_batch_size = to_int(value(), where);
+    else if (f == "--seq-length") p.seq_length = to_int(value(), where);
+    else if (f == "--moe-token-dispatcher-type") o.dispatcher = model::parse_dispatcher(value(), where);
+    else if (f == "--moe-flex-dispatcher-backend") o.flex_backend = model::parse_flex_backend(value(), where);
+    else if (f == "--moe-enable-deepep") enable_deepep = true;
+    else if (f == "--moe-flex-dispatcher-num-sms" || f == "--moe-deepep-num-sms" ||
+             f == "--moe-hybridep-num-sms")
+      o.comm_sms = to_int(value(), where);
+    else if (f == "--overlap-moe-expert-parallel-comm") o.overlap_moe_expert_parallel_comm = true;
+    else if (f == "--delay-wgrad-compute") o.delay_wgrad_compute = true;
+    else if (f == "--ep-overlap-early-attn-memory-release") o.ep_overlap_early_attn_memory_release = true;
+    else if (f == "--moe-permute-fusion") o.moe_permute_fusion = true;
+    else if (f == "--moe-shared-expert-overlap") o.moe_shared_expert_overlap = true;
+    else if (f == "--moe-grouped-gemm") o.moe_grouped_gemm = true;
+    else if (f == "--recompute-granularity") o.recompute_granularity = model::parse_recompute(value(), where);
+    else if (f == "--recompute-method") o.recompute_method = value();
+    else if (f == "--recompute-num-layers") o.recompute_num_layers = to_int(value(), where);
+    else if (f == "--recompute-modules") o.recompute_modules = values();
+    else if (f == "--cuda-graph-impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(value(), where);
+    else if (f == "--cuda-graph-modules" || f == "--cuda-graph-scope") o.cuda_graph_modules = values();
+    else if (f == "--bf16") continue;
+    else if (f == "--fp8-format") { value(); o.precision = model::Precision::fp8; }
+    else if (f == "--moe-expert-capacity-factor") o.capacity_factor = std::stod(value());
+    else if (f == "--high-priority-a2a-comm-stream") o.high_priority_a2a_comm_stream = true;
+    else if (f == "--no-gradient-accumulation-fusion") o.gradient_accumulation_fusion = false;
+    else if (f == "--use-distributed-optimizer") o.distributed_optimizer = true;
+    else if (f == "--overlap-grad-reduce") o.overlap_grad_reduce = true;
+    else throw EPO_INPUT_ERROR("Megatron-LM arguments: unknown flag '", f, "'");
+  }
+  if (enable_deepep) o.flex_backend = FlexBackend::deepep;
+  return c;
+}
+
+}  // namespace epo::planner

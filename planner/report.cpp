@@ -1,0 +1,100 @@
+#include "planner/report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "planner/explain.hpp"
+
+namespace epo::planner {
+
+namespace {
+
+std::string layout(const model::Config& c) {
+  char b[96];
+  std::snprintf(b, sizeof b, "tp%d pp%d vpp%d cp%d ep%d etp%d mbs%d", c.par.tp, c.par.pp,
+                c.par.vpp, c.par.cp, c.par.ep, c.par.etp, c.par.micro_batch_size);
+  return b;
+}
+std::string dispatcher(const model::Config& c) {
+  if (c.opt.dispatcher != model::Dispatcher::flex) return model::to_string(c.opt.dispatcher);
+  std::string s = std::string("flex/") + model::to_string(c.opt.flex_backend);
+  if (c.opt.comm_sms > 0) s += "/" + std::to_string(c.opt.comm_sms) + "sm";
+  return s;
+}
+std::string flags(const model::Config& c) {
+  std::string s;
+  auto add = [&](const char* f) { s += (s.empty() ? "" : ","), s += f; };
+  if (c.opt.overlap_moe_expert_parallel_comm) add("overlap");
+  if (c.opt.delay_wgrad_compute) add("delay-wgrad");
+  if (c.opt.ep_overlap_early_attn_memory_release) add("early-release");
+  if (c.opt.recompute_granularity == model::RecomputeGranularity::selective) add("rc-sel");
+  if (c.opt.recompute_granularity == model::RecomputeGranularity::full) add("rc-full");
+  if (c.opt.cuda_graph_impl != model::CudaGraphImpl::none) add("graphs");
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+std::string format_plan_table(const std::vector<Plan>& plans) {
+  std::ostringstream os;
+  char line[320];
+  std::snprintf(line, sizeof line, "  %-3s %-38s %-20s %-34s %10s %10s %9s %11s %6s\n", "#",
+                "layout", "dispatcher", "flags", "step", "exposed", "mem/GPU", "tokens/s/GPU",
+                "MFU");
+  os << line;
+  std::snprintf(line, sizeof line, "  %-3s %-38s %-20s %-34s %10s %10s %9s %11s %6s\n", "", "",
+                "", "", "ms", "ms", "GiB", "", "%");
+  os << line;
+  int i = 0;
+  for (const auto& p : plans) {
+    std::snprintf(line, sizeof line, "  %-3d %-38s %-20s %-34s %10.1f %10.1f %9.1f %11.0f %6.1f\n",
+                  ++i, layout(p.cfg).c_str(), dispatcher(p.cfg).c_str(), flags(p.cfg).c_str(),
+                  p.pred.step_time_us / 1e3, p.pred.exposed_comm_us / 1e3,
+                  p.pred.memory.total_bytes / (1024.0 * 1024 * 1024), p.pred.tokens_per_s_per_gpu,
+                  100.0 * p.pred.mfu);
+    os << line;
+  }
+  return os.str();
+}
+
+std::string format_search_report(const SearchSpec& spec, const SearchResult& r) {
+  std::ostringstream os;
+  const auto& b = spec.base;
+  os << "epo plan: " << b.model_name << " on " << b.num_gpus << " x " << b.hardware_name
+     << ", seq " << b.par.seq_length << ", global batch " << b.par.global_batch_size << " ("
+     << to_string(spec.ctx.frontend) << ", Megatron " << to_string(spec.ctx.megatron) << ", TE "
+     << to_string(spec.ctx.te) << ")\n";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "searched %lld candidates in %.2f s: %lld evaluated, %lld feasible, %lld rejected\n",
+                r.generated, r.seconds, r.evaluated, r.feasible, r.generated - r.feasible);
+  os << line;
+  if (r.top.empty()) return os.str();
+  os << "\nTop " << r.top.size() << " by tokens/s per GPU\n" << format_plan_table(r.top);
+  os << "\nPareto front (step time vs memory per GPU)\n" << format_plan_table(r.pareto);
+  os << "\nRejected (first failing check)\n";
+  for (const auto& [reason, n] : r.rejected) {
+    std::snprintf(line, sizeof line, "  %-44s %10lld\n", reason.c_str(), n);
+    os << line;
+  }
+  const Plan& w = r.top.front();
+  os << "\nWhy the winner wins [" << w.key << "]\n";
+  if (r.has_alltoall_no_overlap && r.best_alltoall_no_overlap.order != w.order)
+    os << format_comparison(
+        compare_plans(w, r.best_alltoall_no_overlap, "best alltoall plan without overlap"));
+  else if (!r.has_alltoall_no_overlap)
+    os << "  (no feasible alltoall plan without overlap to compare with)\n";
+  else
+    os << "  the winner is itself the best alltoall plan without overlap\n";
+  if (r.has_other_dispatcher) {
+    const bool winner_flex = w.cfg.opt.dispatcher == model::Dispatcher::flex;
+    os << format_comparison(compare_plans(
+        w, r.best_other_dispatcher,
+        winner_flex ? "best plan with the alltoall dispatcher" : "best plan with the flex dispatcher"));
+  } else {
+    os << "  (no feasible plan with the other dispatcher to compare with)\n";
+  }
+  return os.str();
+}
+
+}  // namespace epo::planner

@@ -1,0 +1,84 @@
+// Megatron-LM training-argument checks (megatron/training/arguments.py, reference §2.3). They run
+// only when Megatron-LM's own argument parser builds the config (--frontend mlm).
+#include "planner/rules_common.hpp"
+
+namespace epo::planner::rules {
+
+namespace {
+constexpr const char* kCdmc = "Megatron-LM megatron/training/arguments.py:1453-1479";
+constexpr const char* kDelay = "Megatron-LM megatron/training/arguments.py:1903-1934";
+bool tp_or_cp_pre_blackwell(const Config& c) {
+  return (c.par.tp > 1 || c.par.cp > 1) && c.hw.compute_capability_major < 10;
+}
+/// args nest the graph-scope checks under overlap_grad_reduce.
+bool mlm_graph_checks(const Config& c) {
+  return c.opt.delay_wgrad_compute && c.opt.overlap_grad_reduce && wgrad_in_graph_scope(c);
+}
+}  // namespace
+
+void add_mlm_rules(std::vector<Rule>& out) {
+  add(out, "MLM-CDMC-TP-CP", kError, kCdmc, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!tp_or_cp_pre_blackwell(c) || overlap(c) || x.megatron_fsdp ||
+            c.opt.cuda_device_max_connections == 1)
+          return "";
+        return cat("tp = ", c.par.tp, ", cp = ", c.par.cp, " on compute capability ",
+                   c.hw.compute_capability_major,
+                   " needs CUDA_DEVICE_MAX_CONNECTIONS=1 (it is ", c.opt.cuda_device_max_connections,
+                   ")");
+      },
+      "export CUDA_DEVICE_MAX_CONNECTIONS=1 (or use tp = cp = 1)");
+  add(out, "MLM-OVL-TP-CP-HOPPER", kWarning, kCdmc, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!tp_or_cp_pre_blackwell(c) || !overlap(c)) return "";
+        return cat("Hopper and before: tensor or context parallelism (tp = ", c.par.tp, ", cp = ",
+                   c.par.cp, ") with overlap_moe_expert_parallel_comm; TP/CP collectives compete "
+                   "with the overlapped EP communication");
+      },
+      "prefer tp = cp = 1 with overlap on Hopper; CUDA_DEVICE_MAX_CONNECTIONS may be 1 or 32");
+  add(out, "MLM-DELAY-WGRAD-TE-IMPL", kError, kDelay, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!c.opt.delay_wgrad_compute || x.transformer_engine) return "";
+        return "Delaying wgrad compute is only supported with transformer_engine implementation";
+      },
+      "use --transformer-impl transformer_engine");
+  add(out, "MLM-DELAY-WGRAD-OGR-TE", kError, kDelay, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!c.opt.delay_wgrad_compute || !c.opt.overlap_grad_reduce || x.te.at_least(2, 8))
+          return "";
+        return cat("overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling "
+                   "delay_wgrad_compute; TE is ", ver(x.te));
+      },
+      "upgrade Transformer Engine to 2.8+, or turn overlap_grad_reduce off");
+  add(out, "MLM-DELAY-WGRAD-GRAPH-TE", kError, kDelay, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!mlm_graph_checks(c) || x.te.at_least(2, 12)) return "";
+        return cat("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0; TE is ",
+                   ver(x.te));
+      },
+      "upgrade Transformer Engine to 2.12+, or do not graph attn (and moe_router with a shared expert)");
+  add(out, "MLM-DELAY-WGRAD-GRAPH-GAF", kError, kDelay, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!mlm_graph_checks(c) || c.opt.gradient_accumulation_fusion) return "";
+        return "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion (the "
+               "default gradient accumulation has no static memory addresses)";
+      },
+      "enable gradient_accumulation_fusion");
+  add(out, "MLM-DELAY-WGRAD-GRAPH-BIAS", kError, kDelay, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!mlm_graph_checks(c) || !graphed(c, "attn") || (!x.add_bias_linear && !x.add_qkv_bias))
+          return "";
+        return "CUDA graph with delay_wgrad_compute doesn't support attn bias for now";
+      },
+      "disable linear/qkv biases, or do not graph attn");
+  add(out, "MLM-DELAY-WGRAD-NO-GAF-TE", kError, kDelay, kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!c.opt.delay_wgrad_compute || c.opt.gradient_accumulation_fusion || x.te.at_least(2, 7))
+          return "";
+        return cat("disabling gradient_accumulation_fusion is only supported with TE >= 2.7.0 "
+                   "when enabling delay_wgrad_compute; TE is ", ver(x.te));
+      },
+      "enable gradient_accumulation_fusion or upgrade Transformer Engine to 2.7+");
+}
+
+}  // namespace epo::planner::rules

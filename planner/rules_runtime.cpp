@@ -1,0 +1,57 @@
+// Asserts that fire only when the schedule or the dispatcher runs (reference §2.4).
+#include "planner/rules_common.hpp"
+
+namespace epo::planner::rules {
+
+void add_runtime_rules(std::vector<Rule>& out) {
+  add(out, "RUNTIME-FLEX-TPXEP", kError,
+      "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py:1836,1854", kAllVersions,
+      kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!is_flex(c) || flex_group_size(c) > 1) return "";
+        return "DeepEP dispatcher requires TPxEP > 1";
+      },
+      "use ep > 1 with the flex dispatcher, or alltoall");
+  add(out, "RUNTIME-OVL-CUDA-GRAPH-WHOLE-LAYER", kError,
+      "Megatron-LM megatron/core/transformer/transformer_layer.py:1374", kAllVersions,
+      kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!overlap(c)) return "";
+        const auto impl = c.opt.cuda_graph_impl;
+        if (impl != CudaGraphImpl::local && impl != CudaGraphImpl::transformer_engine) return "";
+        if (!c.opt.cuda_graph_modules.empty()) return "";
+        return "EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part "
+               "(no cuda_graph_modules = whole layer)";
+      },
+      "set --cuda-graph-modules attn,moe_router,moe_preprocess");
+  add(out, "RUNTIME-VPP-MICROBATCHES", kError,
+      "Megatron-LM megatron/core/pipeline_parallel/schedules.py (microbatch_group_size_per_vp_stage)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (c.par.vpp <= 1 || c.par.dp <= 0) return "";
+        const int m = c.par.num_microbatches();
+        if (m >= c.par.pp) return "";
+        return cat("the interleaved schedule needs at least pp = ", c.par.pp,
+                   " micro-batches per step, got ", m);
+      },
+      "raise the global batch size, or lower dp or the micro-batch size");
+  add(out, "RUNTIME-OVL-PARTIAL-CKPT", kError,
+      "Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (combined_forward_backward_step)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!overlap(c) || !x.partial_activation_checkpoints) return "";
+        return "checkpoint_activations_microbatch is not supported for "
+               "overlap_moe_expert_parallel_comm";
+      },
+      "unset num_microbatches_with_partial_activation_checkpoints");
+  add(out, "RUNTIME-OVL-FSDP-INTERLEAVED", kError,
+      "Megatron-LM megatron/core/pipeline_parallel/schedules.py (interleaved + Megatron-FSDP)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!overlap(c) || !x.megatron_fsdp || c.par.vpp <= 1) return "";
+        return "EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism";
+      },
+      "use pp = 1 with Megatron-FSDP, or the distributed optimizer");
+}
+
+}  // namespace epo::planner::rules

@@ -1,0 +1,219 @@
+// Filters, evaluation and ranking of the plan search. Work is split over threads by an atomic
+// cursor; every result carries its generation index, so the outcome does not depend on the
+// number of threads or their timing.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "model/error.hpp"
+#include "model/memory.hpp"
+#include "planner/search.hpp"
+
+namespace epo::planner {
+
+using model::Config;
+using model::Dispatcher;
+
+namespace {
+
+struct Summary {
+  long long idx;
+  double step_us, mem_bytes, tokens_per_s;
+};
+
+struct WorkerOut {
+  std::vector<Summary> feasible;
+  std::unordered_map<std::string, long long> rejected;
+  long long evaluated = 0;
+};
+
+/// The first rule error (id) of the configuration, or nullptr.
+const Rule* first_error(const Config& cfg, const ValidationContext& ctx) {
+  for (const auto& r : all_rules())
+    if (r.severity == Severity::error && r.applies(ctx) && !r.check(cfg, ctx).empty()) return &r;
+  return nullptr;
+}
+
+void run_worker(const SearchSpec& spec, const std::vector<Candidate>& cands,
+                std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
+  constexpr long long kChunk = 256;
+  Config work = spec.base;
+  const long long n = static_cast<long long>(cands.size());
+  for (;;) {
+    const long long begin = cursor.fetch_add(kChunk);
+    if (begin >= n) break;
+    const long long end = std::min(n, begin + kChunk);
+    for (long long i = begin; i < end; ++i) {
+      apply_candidate(work, cands[static_cast<size_t>(i)]);
+      model::Prediction pred;
+      bool have_pred = false;
+      auto evaluate = [&]() -> bool {
+        try {
+          pred = model::predict(work, model::PredictMode::fast);
+          ++out.evaluated;
+          have_pred = true;
+          return true;
+        } catch (const std::exception& e) {
+          ++out.rejected[std::string("model: ") + e.what()];
+          return false;
+        }
+      };
+      if (spec.exhaustive && !evaluate()) continue;
+      if (const Rule* r = first_error(work, spec.ctx)) {
+        ++out.rejected[r->id];
+        continue;
+      }
+      // The memory model is two orders of magnitude cheaper than a prediction.
+      if (!spec.exhaustive && !model::estimate_memory(work).fits) {
+        ++out.rejected["memory"];
+        continue;
+      }
+      if (!have_pred && !evaluate()) continue;
+      if (!pred.memory.fits) {
+        ++out.rejected["memory"];
+        continue;
+      }
+      out.feasible.push_back(
+          {i, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+    }
+    done.fetch_add(end - begin);
+  }
+}
+
+bool better(const Summary& a, const Summary& b) {
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  return a.idx < b.idx;
+}
+
+/// Dispatcher class: 0 alltoall/allgather, 1 flex+deepep, 2 flex+hybridep.
+int dispatch_class(const Candidate& c) {
+  if (c.dispatcher != static_cast<std::uint8_t>(Dispatcher::flex)) return 0;
+  return 1 + c.backend;
+}
+
+}  // namespace
+
+SearchResult search(const SearchSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult res;
+  const std::vector<Candidate> cands = generate_candidates(spec);
+  res.generated = static_cast<long long>(cands.size());
+  int threads = spec.threads > 0 ? spec.threads
+                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<long long>(threads, std::max<long long>(1, res.generated / 512)));
+  std::vector<WorkerOut> outs(static_cast<size_t>(threads));
+  std::atomic<long long> cursor{0}, done{0};
+  std::vector<std::thread> pool;
+  // With a progress callback the calling thread only reports; otherwise it works too.
+  const bool report = static_cast<bool>(spec.progress);
+  for (int t = report ? 0 : 1; t < threads; ++t)
+    pool.emplace_back(run_worker, std::cref(spec), std::cref(cands), std::ref(cursor),
+                      std::ref(done), std::ref(outs[static_cast<size_t>(t)]));
+  if (report) {
+    while (done.load() < res.generated) {
+      spec.progress(done.load(), res.generated);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } else {
+    run_worker(spec, cands, cursor, done, outs[0]);
+  }
+  for (auto& th : pool) th.join();
+  if (spec.progress) spec.progress(res.generated, res.generated);
+
+  std::vector<Summary> feas;
+  std::unordered_map<std::string, long long> rejected;
+  for (auto& o : outs) {
+    feas.insert(feas.end(), o.feasible.begin(), o.feasible.end());
+    for (const auto& [k, v] : o.rejected) rejected[k] += v;
+    res.evaluated += o.evaluated;
+  }
+  res.feasible = static_cast<long long>(feas.size());
+  res.rejected.assign(rejected.begin(), rejected.end());
+  std::sort(res.rejected.begin(), res.rejected.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+
+  auto materialize = [&](const Summary& s) {
+    Plan p;
+    p.order = s.idx;
+    p.cfg = candidate_config(spec.base, cands[static_cast<size_t>(s.idx)]);
+    p.pred = model::predict(p.cfg, model::PredictMode::fast);
+    p.key = plan_key(p.cfg);
+    return p;
+  };
+
+  // Top N.
+  const size_t n_top = std::min(feas.size(), static_cast<size_t>(std::max(0, spec.top_n)));
+  std::partial_sort(feas.begin(), feas.begin() + static_cast<long>(n_top), feas.end(), better);
+  for (size_t i = 0; i < n_top; ++i) res.top.push_back(materialize(feas[i]));
+
+  // Pareto front of step time against memory (both lower is better).
+  std::vector<Summary> by_step = feas;
+  std::sort(by_step.begin(), by_step.end(), [](const Summary& a, const Summary& b) {
+    if (a.step_us != b.step_us) return a.step_us < b.step_us;
+    if (a.mem_bytes != b.mem_bytes) return a.mem_bytes < b.mem_bytes;
+    return a.idx < b.idx;
+  });
+  double best_mem = 0;
+  bool first = true;
+  for (const auto& s : by_step) {
+    if (first || s.mem_bytes < best_mem) {
+      res.pareto.push_back(materialize(s));
+      best_mem = s.mem_bytes;
+      first = false;
+    }
+  }
+
+  // The reference plans for "why the winner wins".
+  if (!feas.empty()) {
+    const int winner_class = dispatch_class(cands[static_cast<size_t>(feas[0].idx)]);
+    const Summary* base = nullptr;
+    const Summary* other = nullptr;
+    for (const auto& s : feas) {
+      const Candidate& c = cands[static_cast<size_t>(s.idx)];
+      if (dispatch_class(c) == 0 && !c.overlap && (!base || better(s, *base))) base = &s;
+      const bool other_class = winner_class == 0 ? dispatch_class(c) != 0 : dispatch_class(c) == 0;
+      if (other_class && (!other || better(s, *other))) other = &s;
+    }
+    if (base) {
+      res.has_alltoall_no_overlap = true;
+      res.best_alltoall_no_overlap = materialize(*base);
+    }
+    if (other) {
+      res.has_other_dispatcher = true;
+      res.best_other_dispatcher = materialize(*other);
+    }
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+std::string infeasible_advice(const SearchResult& r, const SearchSpec& spec) {
+  std::ostringstream os;
+  if (r.generated == 0) {
+    os << "no parallel layout fits " << spec.base.num_gpus << " GPUs with this model, sequence "
+       << "length and global batch size; relax: choose a GPU count the model's layers, heads and "
+       << "experts divide, or a global batch size that is a multiple of the data-parallel size";
+    return os.str();
+  }
+  if (r.rejected.empty()) return "";
+  const auto& [reason, count] = r.rejected.front();
+  os << "no feasible plan: " << count << " of " << r.generated << " candidates were eliminated by "
+     << reason;
+  if (reason == "memory") {
+    os << " (the plan does not fit in " << spec.base.hw.hbm_bytes / (1024.0 * 1024 * 1024)
+       << " GiB per GPU); relax: more GPUs, a shorter sequence, a smaller global batch, "
+       << "or hardware with more memory";
+  } else if (reason.rfind("model: ", 0) != 0) {
+    const Rule& rule = find_rule(reason);
+    os << " (" << rule.source << "); relax: " << rule.fix(spec.base, spec.ctx);
+  }
+  for (size_t i = 1; i < r.rejected.size() && i < 4; ++i)
+    os << "\n  then " << r.rejected[i].first << ": " << r.rejected[i].second;
+  return os.str();
+}
+
+}  // namespace epo::planner

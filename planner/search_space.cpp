@@ -1,0 +1,225 @@
+// The generators of the plan search: each yields the values one dimension may take, given the
+// model, the hardware and the choices already made. Only structurally meaningful values come out
+// (delayed wgrad and early release only with overlap, SM counts only for flex backends); whatever
+// Megatron would reject is left to the rules, so that it is counted by reason.
+#include <algorithm>
+#include <sstream>
+
+#include "model/error.hpp"
+#include "planner/emit.hpp"
+#include "planner/search.hpp"
+
+namespace epo::planner {
+
+using model::Config;
+using model::CudaGraphImpl;
+using model::Dispatcher;
+using model::FlexBackend;
+using model::RecomputeGranularity;
+
+namespace {
+
+std::vector<int> divisors(int n, int max_value) {
+  std::vector<int> d;
+  for (int i = 1; i <= std::min(n, max_value); ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+std::vector<int> gen_tp(const Config& b) {
+  std::vector<int> v;
+  for (int tp = 1; tp <= std::min(b.num_gpus, std::max(1, b.hw.nvlink_domain_size)); tp *= 2)
+    if (b.model.num_attention_heads % tp == 0) v.push_back(tp);
+  return v;
+}
+std::vector<int> gen_cp(const Config& b, int tp) {
+  std::vector<int> v;
+  // Context parallelism pays only for long sequences: keep >= 2048 tokens per CP rank.
+  for (int cp = 1; cp <= 8; cp *= 2)
+    if (b.par.seq_length % cp == 0 && b.par.seq_length / cp >= 2048 && b.num_gpus % (tp * cp) == 0)
+      v.push_back(cp);
+  return v;
+}
+std::vector<int> gen_pp(const Config& b, int tp, int cp) {
+  std::vector<int> v;
+  for (int pp : divisors(b.model.num_layers, 32))
+    if (b.num_gpus % (tp * cp * pp) == 0) v.push_back(pp);
+  return v;
+}
+std::vector<int> gen_vpp(const Config& b, int pp) {
+  if (pp == 1) return {1};
+  std::vector<int> v;
+  for (int vpp = 1; vpp <= 8; ++vpp)
+    if (b.model.num_layers % (pp * vpp) == 0) v.push_back(vpp);
+  return v;
+}
+std::vector<int> gen_ep(const Config& b, int tp, int cp, int pp, int etp) {
+  std::vector<int> v;
+  if (b.model.num_experts == 0) return {1};
+  const int dp = b.num_gpus / (tp * cp * pp);
+  for (int ep : divisors(b.model.num_experts, b.num_gpus))
+    if (b.num_gpus % (etp * ep * pp) == 0 && (tp * cp * dp) % (etp * ep) == 0) v.push_back(ep);
+  return v;
+}
+std::vector<int> gen_etp(int tp) {
+  // Bridge's default (1) and Megatron-Core's (= tp).
+  if (tp == 1) return {1};
+  return {1, tp};
+}
+std::vector<int> gen_mbs(const Config& b, int dp) {
+  std::vector<int> v;
+  for (int mbs : {1, 2, 4})
+    if (b.par.global_batch_size % (mbs * dp) == 0) v.push_back(mbs);
+  return v;
+}
+/// (dispatcher, backend) pairs.
+std::vector<std::pair<Dispatcher, FlexBackend>> gen_dispatch(const Config& b) {
+  if (b.model.num_experts == 0) return {{Dispatcher::alltoall, FlexBackend::deepep}};
+  return {{Dispatcher::alltoall, FlexBackend::deepep},
+          {Dispatcher::flex, FlexBackend::deepep},
+          {Dispatcher::flex, FlexBackend::hybridep}};
+}
+std::vector<int> gen_comm_sms(Dispatcher d, FlexBackend fb) {
+  if (d != Dispatcher::flex) return {0};
+  if (fb == FlexBackend::deepep) return {16, 20, 24, 32};
+  return {8, 16, 24, 32};
+}
+struct OverlapFlags {
+  bool overlap, delay, early;
+};
+std::vector<OverlapFlags> gen_overlap(const SearchSpec& s) {
+  std::vector<OverlapFlags> v{{false, false, false}};
+  if (s.base.model.num_experts == 0) return v;
+  const bool early_exists =
+      static_cast<int>(s.ctx.megatron) >= static_cast<int>(MegatronVersion::core_v0_16);
+  for (bool delay : {false, true})
+    for (bool early : {false, true})
+      if (!early || early_exists) v.push_back({true, delay, early});
+  return v;
+}
+
+}  // namespace
+
+void apply_candidate(Config& cfg, const Candidate& c) {
+  auto& p = cfg.par;
+  auto& o = cfg.opt;
+  p.tp = c.tp;
+  p.pp = c.pp;
+  p.vpp = c.vpp;
+  p.cp = c.cp;
+  p.ep = c.ep;
+  p.etp = c.etp;
+  p.micro_batch_size = c.mbs;
+  p.sequence_parallel = c.tp > 1;
+  p.dp = cfg.num_gpus / (c.tp * c.pp * c.cp);
+  o.dispatcher = static_cast<Dispatcher>(c.dispatcher);
+  o.flex_backend = static_cast<FlexBackend>(c.backend);
+  o.overlap_moe_expert_parallel_comm = c.overlap;
+  o.delay_wgrad_compute = c.delay_wgrad;
+  o.ep_overlap_early_attn_memory_release = c.early_release;
+  o.comm_sms = c.comm_sms;
+  o.moe_shared_expert_overlap = false;
+  if (c.recompute != Candidate::kKeep) {
+    o.recompute_granularity = static_cast<RecomputeGranularity>(c.recompute);
+    o.recompute_method.clear();
+    o.recompute_num_layers = 0;
+    o.recompute_modules.clear();
+    if (o.recompute_granularity == RecomputeGranularity::selective)
+      o.recompute_modules = {"core_attn", "moe_act", "layernorm"};
+    if (o.recompute_granularity == RecomputeGranularity::full) {
+      o.recompute_method = "uniform";
+      o.recompute_num_layers = 1;
+    }
+  }
+  if (c.cuda_graph == 1) {
+    o.cuda_graph_impl = CudaGraphImpl::transformer_engine;
+    o.cuda_graph_modules = {"attn", "moe_router", "moe_preprocess"};
+  } else if (c.cuda_graph == 0) {
+    o.cuda_graph_impl = CudaGraphImpl::none;
+    o.cuda_graph_modules.clear();
+  }
+  o.cuda_device_max_connections = recommended_cuda_device_max_connections(cfg);
+}
+
+Config candidate_config(const Config& base, const Candidate& c) {
+  Config cfg = base;
+  apply_candidate(cfg, c);
+  cfg.derive_and_check();
+  return cfg;
+}
+
+std::string plan_key(const Config& cfg) {
+  const auto& p = cfg.par;
+  const auto& o = cfg.opt;
+  std::ostringstream os;
+  os << "tp" << p.tp << " pp" << p.pp << " vpp" << p.vpp << " cp" << p.cp << " ep" << p.ep
+     << " etp" << p.etp << " mbs" << p.micro_batch_size << " "
+     << (o.dispatcher == Dispatcher::flex ? std::string("flex/") + model::to_string(o.flex_backend)
+                                          : std::string(model::to_string(o.dispatcher)));
+  if (o.dispatcher == Dispatcher::flex) os << " sms" << o.comm_sms;
+  if (o.overlap_moe_expert_parallel_comm) os << " ovl";
+  if (o.delay_wgrad_compute) os << " dw";
+  if (o.ep_overlap_early_attn_memory_release) os << " er";
+  if (o.recompute_granularity != RecomputeGranularity::none)
+    os << " rc-" << model::to_string(o.recompute_granularity);
+  if (o.cuda_graph_impl != CudaGraphImpl::none) os << " graphs";
+  return os.str();
+}
+
+std::vector<Candidate> generate_candidates(const SearchSpec& s) {
+  const Config& b = s.base;
+  std::vector<Candidate> out;
+  struct Layout {
+    int tp, pp, vpp, cp, ep, etp, mbs;
+  };
+  std::vector<Layout> layouts;
+  if (s.fixed_layout) {
+    layouts.push_back({b.par.tp, b.par.pp, b.par.vpp, b.par.cp, b.par.ep, b.par.etp,
+                       b.par.micro_batch_size});
+  } else {
+    for (int tp : gen_tp(b))
+      for (int cp : gen_cp(b, tp))
+        for (int pp : gen_pp(b, tp, cp))
+          for (int vpp : gen_vpp(b, pp))
+            for (int etp : gen_etp(tp))
+              for (int ep : gen_ep(b, tp, cp, pp, etp))
+                for (int mbs : gen_mbs(b, b.num_gpus / (tp * cp * pp)))
+                  layouts.push_back({tp, pp, vpp, cp, ep, etp, mbs});
+  }
+  const auto flags = gen_overlap(s);
+  const auto dispatch = gen_dispatch(b);
+  for (const auto& l : layouts) {
+    Candidate c;
+    c.tp = static_cast<std::int16_t>(l.tp);
+    c.pp = static_cast<std::int16_t>(l.pp);
+    c.vpp = static_cast<std::int16_t>(l.vpp);
+    c.cp = static_cast<std::int16_t>(l.cp);
+    c.ep = static_cast<std::int16_t>(l.ep);
+    c.etp = static_cast<std::int16_t>(l.etp);
+    c.mbs = static_cast<std::int16_t>(l.mbs);
+    for (const auto& [d, fb] : dispatch) {
+      c.dispatcher = static_cast<std::uint8_t>(d);
+      c.backend = static_cast<std::uint8_t>(fb);
+      for (int sms : gen_comm_sms(d, fb)) {
+        c.comm_sms = static_cast<std::int16_t>(sms);
+        for (const auto& f : flags) {
+          c.overlap = f.overlap;
+          c.delay_wgrad = f.delay;
+          c.early_release = f.early;
+          // With a fixed layout, recompute and CUDA graphs stay as given.
+          const int num_rc = s.fixed_layout ? 1 : 3, num_g = s.fixed_layout ? 1 : 2;
+          for (int rc = 0; rc < num_rc; ++rc) {
+            c.recompute = s.fixed_layout ? Candidate::kKeep : static_cast<std::uint8_t>(rc);
+            for (int g = 0; g < num_g; ++g) {
+              c.cuda_graph = s.fixed_layout ? Candidate::kKeep : static_cast<std::uint8_t>(g);
+              out.push_back(c);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace epo::planner
