@@ -67,12 +67,28 @@ std::vector<int> layers_per_virtual_stage(int num_layers, int pp, int vpp) {
   return out;
 }
 
+ChunkShape chunk_shape(const Config& cfg, const std::vector<int>& stage_layers, int pp_rank,
+                       int chunk) {
+  const int pp = cfg.par.pp, vpp = cfg.par.vpp;
+  const int stage = chunk * pp + pp_rank;
+  ChunkShape c;
+  for (int t = 0; t < stage; ++t) c.first_layer += stage_layers[t];
+  c.num_layers = stage_layers[stage];
+  c.first_stage = stage == 0;
+  c.last_stage = stage == pp * vpp - 1;
+  c.mtp = c.last_stage && cfg.model.mtp_num_layers > 0;
+  return c;
+}
+
 namespace {
 
 struct Side {
   int mb = -1;
   int chunk = -1;
+  ChunkShape shape;
+  bool last_mb = false;  // its backward is the chunk's last: gradients are final
   bool valid() const { return mb >= 0; }
+  int num_layers() const { return shape.num_layers + (shape.mtp ? 1 : 0); }
 };
 
 struct LayerRef {
@@ -83,13 +99,8 @@ struct LayerRef {
 
 class Builder {
  public:
-  Builder(const Config& cfg, int rank, bool overlapped, Schedule& s)
-      : cfg_(cfg), s_(s), rank_(rank), overlapped_(overlapped) {
-    pp_ = cfg.par.pp;
-    vpp_ = cfg.par.vpp;
-    M_ = cfg.par.num_microbatches();
-    EPO_REQUIRE_INPUT(M_ >= 1, "the step has ", M_,
-                      " micro-batches (allowed: gbs >= mbs*dp, at least one micro-batch)");
+  Builder(const Config& cfg, bool overlapped, Schedule& s)
+      : cfg_(cfg), s_(s), overlapped_(overlapped) {
     delayed_ = overlapped && cfg.opt.delay_wgrad_compute;
     early_ = overlapped && cfg.opt.ep_overlap_early_attn_memory_release;
     strict_ = !overlapped;
@@ -100,26 +111,68 @@ class Builder {
     } else if (o.dispatcher == Dispatcher::flex) {
       dispatch_blocks_ = o.flex_backend == FlexBackend::deepep || dropless;
     }
-    stage_layers_ = layers_per_virtual_stage(cfg.model.num_layers, pp_, vpp_);
-    s.pp_rank = rank;
-    s.pp_size = pp_;
-    s.vpp = vpp_;
-    s.num_microbatches = M_;
+    s.ops.clear();
+    s.steps.clear();
     s.overlapped = overlapped;
-    s.layers_per_chunk.assign(vpp_, 0);
-    s.first_layer_of_chunk.assign(vpp_, 0);
-    for (int c = 0; c < vpp_; ++c) {
-      const int stage = c * pp_ + rank;
-      int first = 0;
-      for (int t = 0; t < stage; ++t) first += stage_layers_[t];
-      s.layers_per_chunk[c] = stage_layers_[stage];
-      s.first_layer_of_chunk[c] = first;
-    }
-    has_mtp_ = cfg.model.mtp_num_layers > 0;
-    chain_.assign(static_cast<std::size_t>(M_) * vpp_, -1);
+  }
+
+  /// A whole step of one pipeline rank.
+  void init_rank(int rank) {
+    rank_ = rank;
+    pp_ = cfg_.par.pp;
+    vpp_ = cfg_.par.vpp;
+    M_ = cfg_.par.num_microbatches();
+    EPO_REQUIRE_INPUT(M_ >= 1, "the step has ", M_,
+                      " micro-batches (allowed: gbs >= mbs*dp, at least one micro-batch)");
+    const std::vector<int> stage_layers = layers_per_virtual_stage(cfg_.model.num_layers, pp_, vpp_);
+    s_.pp_rank = rank;
+    s_.pp_size = pp_;
+    s_.vpp = vpp_;
+    s_.num_microbatches = M_;
+    s_.layers_per_chunk.assign(vpp_, 0);
+    s_.first_layer_of_chunk.assign(vpp_, 0);
+    shapes_.resize(vpp_);
     total_layers_ = 0;
-    for (int c = 0; c < vpp_; ++c) total_layers_ += s.layers_per_chunk[c];
-    if (has_mtp_ && rank == pp_ - 1) total_layers_ += 1;
+    for (int c = 0; c < vpp_; ++c) {
+      shapes_[c] = chunk_shape(cfg_, stage_layers, rank, c);
+      s_.layers_per_chunk[c] = shapes_[c].num_layers;
+      s_.first_layer_of_chunk[c] = shapes_[c].first_layer;
+      total_layers_ += shapes_[c].num_layers + (shapes_[c].mtp ? 1 : 0);
+    }
+    chain_.assign(static_cast<std::size_t>(M_) * vpp_, -1);
+  }
+
+  /// Steps outside a full schedule: one chunk, micro-batch ids as given, recv ops unlinked.
+  void init_synthetic(int num_microbatches, int total_layers) {
+    rank_ = 0;
+    pp_ = 1;
+    vpp_ = 1;
+    M_ = num_microbatches;
+    s_.pp_rank = 0;
+    s_.pp_size = 1;
+    s_.vpp = 1;
+    s_.num_microbatches = M_;
+    total_layers_ = total_layers;
+    synthetic_ = true;
+    chain_.assign(static_cast<std::size_t>(M_), -1);
+    for (int& l : lane_last_) l = -1;
+    last_gpu_op_ = -1;
+  }
+
+  void synthetic_step(const SyntheticStep& st) {
+    Side f, b;
+    if (st.f_microbatch >= 0) {
+      f.mb = st.f_microbatch;
+      f.chunk = 0;
+      f.shape = st.f;
+    }
+    if (st.b_microbatch >= 0) {
+      b.mb = st.b_microbatch;
+      b.chunk = 0;
+      b.shape = st.b;
+      b.last_mb = st.b_last_microbatch;
+    }
+    step(f, b);
   }
 
   void build() {
@@ -129,13 +182,17 @@ class Builder {
     s_.num_warmup = warmup;
     auto fwd = [&](int k) {
       auto v = megatron_virtual_microbatch(k, true, M_, vpp_, group);
-      return Side{v.microbatch, v.chunk};
+      return Side{v.microbatch, v.chunk, shapes_[v.chunk], false};
     };
     auto bwd = [&](int k) {
       auto v = megatron_virtual_microbatch(k, false, M_, vpp_, group);
-      return Side{v.microbatch, v.chunk};
+      return Side{v.microbatch, v.chunk, shapes_[v.chunk], v.microbatch == M_ - 1};
     };
     for (int k = 0; k < warmup; ++k) step(fwd(k), Side{});
+    int max_layers = 0;
+    for (const auto& c : shapes_) max_layers = std::max(max_layers, c.num_layers + 1);
+    s_.ops.reserve(static_cast<std::size_t>(total) * (2 * 7 * max_layers + 12) + 4);
+    s_.steps.reserve(static_cast<std::size_t>(total) * 2 + 1);
     const int remaining = total - warmup;
     for (int k = 0; k < remaining; ++k) {
       if (overlapped_) {
@@ -157,21 +214,13 @@ class Builder {
   }
 
  private:
-  bool first_stage(int chunk) const { return rank_ == 0 && chunk == 0; }
-  bool last_stage(int chunk) const { return rank_ == pp_ - 1 && chunk == vpp_ - 1; }
   int key(const Side& s) const { return s.mb * vpp_ + s.chunk; }
 
-  std::vector<LayerRef> layers_of(int chunk) const {
-    std::vector<LayerRef> out;
-    const int first = s_.first_layer_of_chunk[chunk];
-    for (int i = 0; i < s_.layers_per_chunk[chunk]; ++i) {
-      const int l = first + i;
-      out.push_back({l, cfg_.model.num_experts > 0 && cfg_.model.is_moe_layer(l), false});
-    }
-    if (has_mtp_ && last_stage(chunk)) {
-      out.push_back({cfg_.model.num_layers, cfg_.model.num_experts > 0, true});
-    }
-    return out;
+  /// The i-th layer of a side's chunk in forward order (decoder layers, then the MTP layer).
+  LayerRef layer_of(const Side& side, int i) const {
+    if (i >= side.shape.num_layers) return {cfg_.model.num_layers, cfg_.model.num_experts > 0, true};
+    const int l = side.shape.first_layer + i;
+    return {l, cfg_.model.num_experts > 0 && cfg_.model.is_moe_layer(l), false};
   }
 
   ScheduleOp base(OpKind kind, Direction dir, Lane lane, int mb, int chunk, int layer) const {
@@ -220,7 +269,7 @@ class Builder {
   }
 
   void grad_reduce_after(int op_idx, const Side& b) {
-    if (!cfg_.opt.overlap_grad_reduce || b.mb != M_ - 1) return;
+    if (!cfg_.opt.overlap_grad_reduce || !b.last_mb) return;
     ScheduleOp op = base(OpKind::dp_grad_reduce, Direction::backward, Lane::grad_reduce, -1,
                          b.chunk, s_.ops[op_idx].layer);
     op.grad_fraction = 1.0f / static_cast<float>(std::max(1, total_layers_));
@@ -270,55 +319,67 @@ class Builder {
     const Direction F = Direction::forward, B = Direction::backward;
     // Phase 0: wait for the forward input, embedding; wait for the gradient, LM head backward.
     if (f.valid()) {
-      if (first_stage(f.chunk)) {
+      if (f.shape.first_stage) {
         push(base(OpKind::embedding, F, C, f.mb, f.chunk, -1), true, &f);
       } else {
         ScheduleOp op = base(OpKind::pp_send_recv, F, C, f.mb, f.chunk, -1);
         op.pp_role = PpRole::recv;
-        op.peer_rank = (rank_ + pp_ - 1) % pp_;
+        op.peer_rank = synthetic_ ? -1 : (rank_ + pp_ - 1) % pp_;
         push(op, true, &f);
       }
     }
     if (b.valid()) {
-      if (last_stage(b.chunk)) {
+      if (b.shape.last_stage) {
         push(base(OpKind::lm_head_loss, B, C, b.mb, b.chunk, -1), true, &b);
       } else {
         ScheduleOp op = base(OpKind::pp_send_recv, B, C, b.mb, b.chunk, -1);
         op.pp_role = PpRole::recv;
-        op.peer_rank = (rank_ + 1) % pp_;
+        op.peer_rank = synthetic_ ? -1 : (rank_ + 1) % pp_;
         push(op, true, &b);
       }
     }
     // Layers: forward ascending, backward popped from the end.
-    std::vector<LayerRef> fl, bl;
-    if (f.valid()) fl = layers_of(f.chunk);
-    if (b.valid()) {
-      bl = layers_of(b.chunk);
-      std::reverse(bl.begin(), bl.end());
-    }
-    const int nf = static_cast<int>(fl.size()), nb = static_cast<int>(bl.size());
+    const int nf = f.valid() ? f.num_layers() : 0;
+    const int nb = b.valid() ? b.num_layers() : 0;
     const int both = std::min(nf, nb);
+    auto fl = [&](int i) { return layer_of(f, i); };
+    auto bl = [&](int i) { return layer_of(b, nb - 1 - i); };  // popped from the end
     has_deferred_wgrad_ = false;
     if (overlapped_) {
-      for (int i = 0; i < both; ++i) layer_step(f, &fl[i], b, &bl[i], i == nb - 1);
-      for (int i = both; i < nb; ++i) layer_step(f, nullptr, b, &bl[i], i == nb - 1);
-      for (int i = both; i < nf; ++i) layer_step(f, &fl[i], b, nullptr, false);
+      for (int i = 0; i < both; ++i) {
+        const LayerRef a = fl(i), c = bl(i);
+        layer_step(f, &a, b, &c, i == nb - 1);
+      }
+      for (int i = both; i < nb; ++i) {
+        const LayerRef c = bl(i);
+        layer_step(f, nullptr, b, &c, i == nb - 1);
+      }
+      for (int i = both; i < nf; ++i) {
+        const LayerRef a = fl(i);
+        layer_step(f, &a, b, nullptr, false);
+      }
     } else {
-      for (int i = 0; i < nf; ++i) layer_step(f, &fl[i], b, nullptr, false);
-      for (int i = 0; i < nb; ++i) layer_step(f, nullptr, b, &bl[i], i == nb - 1);
+      for (int i = 0; i < nf; ++i) {
+        const LayerRef a = fl(i);
+        layer_step(f, &a, b, nullptr, false);
+      }
+      for (int i = 0; i < nb; ++i) {
+        const LayerRef c = bl(i);
+        layer_step(f, nullptr, b, &c, i == nb - 1);
+      }
     }
     // Phase n+1: P2P sends (issued on the comm stream), the deferred wgrad of the chunk's first
     // layer (overlaps the send), LM head + loss forward, embedding backward.
-    if (f.valid() && !last_stage(f.chunk)) {
+    if (f.valid() && !f.shape.last_stage) {
       ScheduleOp op = base(OpKind::pp_send_recv, F, X, f.mb, f.chunk, -1);
       op.pp_role = PpRole::send;
-      op.peer_rank = (rank_ + 1) % pp_;
+      op.peer_rank = synthetic_ ? -1 : (rank_ + 1) % pp_;
       push(op, true, &f);
     }
-    if (b.valid() && !first_stage(b.chunk)) {
+    if (b.valid() && !b.shape.first_stage) {
       ScheduleOp op = base(OpKind::pp_send_recv, B, X, b.mb, b.chunk, -1);
       op.pp_role = PpRole::send;
-      op.peer_rank = (rank_ + pp_ - 1) % pp_;
+      op.peer_rank = synthetic_ ? -1 : (rank_ + pp_ - 1) % pp_;
       push(op, true, &b);
     }
     if (has_deferred_wgrad_) {
@@ -327,10 +388,10 @@ class Builder {
       grad_reduce_after(idx, b);
       has_deferred_wgrad_ = false;
     }
-    if (f.valid() && last_stage(f.chunk)) {
+    if (f.valid() && f.shape.last_stage) {
       push(base(OpKind::lm_head_loss, F, C, f.mb, f.chunk, -1), true, &f);
     }
-    if (b.valid() && first_stage(b.chunk)) {
+    if (b.valid() && b.shape.first_stage) {
       push(base(OpKind::embedding, B, C, b.mb, b.chunk, -1), true, &b);
     }
     s_.steps.back().end_op = static_cast<int>(s_.ops.size());
@@ -338,14 +399,14 @@ class Builder {
 
   const Config& cfg_;
   Schedule& s_;
-  int rank_;
+  int rank_ = 0;
   bool overlapped_;
   int pp_ = 1, vpp_ = 1, M_ = 1;
   bool delayed_ = false, early_ = false, strict_ = false;
   bool dispatch_blocks_ = false;
-  bool has_mtp_ = false;
   int total_layers_ = 0;
-  std::vector<int> stage_layers_;
+  bool synthetic_ = false;
+  std::vector<ChunkShape> shapes_;
   std::vector<int> chain_;
   int lane_last_[kNumLanes] = {-1, -1, -1};
   int last_gpu_op_ = -1;
@@ -362,7 +423,8 @@ Schedule build_schedule(const Config& cfg, int pp_rank, bool overlapped) {
                     cfg.model.mtp_num_layers,
                     " is not supported with overlap (allowed: at most one MTP layer)");
   Schedule s;
-  Builder b(cfg, pp_rank, overlapped, s);
+  Builder b(cfg, overlapped, s);
+  b.init_rank(pp_rank);
   b.build();
   return s;
 }
@@ -402,6 +464,17 @@ PipelineSchedule build_pipeline(const Config& cfg, bool overlapped) {
     }
   }
   return p;
+}
+
+void build_steps(const Config& cfg, bool overlapped, const SyntheticStep* steps, int num_steps,
+                 int total_layers, Schedule& out) {
+  int max_mb = 0;
+  for (int i = 0; i < num_steps; ++i) {
+    max_mb = std::max({max_mb, steps[i].f_microbatch, steps[i].b_microbatch});
+  }
+  Builder b(cfg, overlapped, out);
+  b.init_synthetic(max_mb + 1, total_layers);
+  for (int i = 0; i < num_steps; ++i) b.synthetic_step(steps[i]);
 }
 
 const char* op_name(const ScheduleOp& op) {

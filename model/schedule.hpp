@@ -101,6 +101,33 @@ VirtualMicrobatch megatron_virtual_microbatch(int k, bool forward, int num_micro
 /// layouts (--decoder-first/last-pipeline-num-layers) do.
 std::vector<int> layers_per_virtual_stage(int num_layers, int pp, int vpp);
 
+/// A model chunk (one virtual stage of one rank) as a step sees it.
+struct ChunkShape {
+  int first_layer = 0;       ///< global index of its first decoder layer (decides dense vs MoE)
+  int num_layers = 0;        ///< decoder layers (the MTP layer not counted)
+  bool mtp = false;          ///< also holds the MTP layer (last stage, mtp_num_layers = 1)
+  bool first_stage = false;  ///< embedding here; no forward recv, no backward send
+  bool last_stage = false;   ///< LM head + loss here; no forward send, no backward recv
+};
+/// Shape of chunk `chunk` of rank `pp_rank`; stage_layers from layers_per_virtual_stage().
+ChunkShape chunk_shape(const Config& cfg, const std::vector<int>& stage_layers, int pp_rank,
+                       int chunk);
+
+/// One step outside a full schedule (for steady-state evaluation): forward of micro-batch
+/// f_microbatch through chunk `f` and/or backward of b_microbatch through `b` (-1 = no side).
+struct SyntheticStep {
+  int f_microbatch = -1;
+  ChunkShape f;
+  int b_microbatch = -1;
+  ChunkShape b;
+  bool b_last_microbatch = false;  ///< emit the gradient-reduce ops after its layers
+};
+/// Ops of `steps` issued back to back on one rank into `out` (cleared, capacity kept), in the
+/// same order build_schedule uses. Recv ops wait for no peer. `total_layers` sets the gradient
+/// share of each reduce op.
+void build_steps(const Config& cfg, bool overlapped, const SyntheticStep* steps, int num_steps,
+                 int total_layers, Schedule& out);
+
 /// Schedule node name of an op as Megatron's nodes are named with the direction, e.g.
 /// "pre_dispatch.fwd", "dispatch.bwd", "mlp_wgrad", "pp_recv.fwd", "dp_grad_reduce".
 const char* op_name(const ScheduleOp& op);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "model/error.hpp"
 #include "model/timeline.hpp"
@@ -75,7 +76,10 @@ struct Event {
 /// Binary min-heap on (time, seq): deterministic order for equal times.
 class EventHeap {
  public:
-  void reserve(std::size_t n) { h_.reserve(n); }
+  void clear() {
+    h_.clear();
+    seq_ = 0;
+  }
   bool empty() const { return h_.empty(); }
   const Event& top() const { return h_.front(); }
   void push(TimeNs time, std::int32_t target, std::uint32_t tag) {
@@ -150,45 +154,65 @@ TimeNs ceil_div(double work, double rate) {
 
 class Simulator {
  public:
-  Simulator(const PipelineSchedule& s, const Config& cfg, const StepCosts& costs,
-            const SimOptions& o)
-      : sched_(s), cfg_(cfg), opt_(o) {
+  /// Loads a schedule (ranks[0..num_ranks)); buffers keep their capacity between calls.
+  void prepare(const Schedule* ranks, int num_ranks, const Config& cfg, const StepCosts& costs,
+               const SimOptions& o) {
+    sched_ = ranks;
+    opt_ = o;
+    events_ = 0;
     single_queue_ = cfg.opt.cuda_device_max_connections <= 1;
     sync_ns_ = ns_from_us(cfg.hw.host_sync_us);
-    const int R = static_cast<int>(s.ranks.size());
-    ranks_.resize(R);
+    const int R = num_ranks;
+    ranks_.assign(R, RankState{});
     std::size_t total = 0;
     for (int r = 0; r < R; ++r) {
       ranks_[r].offset = static_cast<std::int32_t>(total);
-      ranks_[r].n = static_cast<std::int32_t>(s.ranks[r].ops.size());
-      total += s.ranks[r].ops.size();
+      ranks_[r].n = static_cast<std::int32_t>(ranks[r].ops.size());
+      total += ranks[r].ops.size();
     }
-    ops_.resize(total);
+    ops_.assign(total, SimOp{});
     start_.assign(total, -1);
     end_.assign(total, -1);
-    std::vector<std::int32_t> count(total + 1, 0);
+    count_.assign(total + 1, 0);
+    auto& count = count_;
+    // Op parameters depend only on (cost source, kind, direction, role, fold): resolve each once.
+    constexpr int kKinds = static_cast<int>(OpKind::dp_grad_reduce) + 1;
+    cache_.assign(static_cast<std::size_t>(4) * kKinds * 3 * 3 * 2, Cached{});
+    auto& cache = cache_;
     for (int r = 0; r < R; ++r) {
-      const Schedule& sc = s.ranks[r];
+      const Schedule& sc = ranks[r];
       const bool fold = !(sc.overlapped && cfg.opt.delay_wgrad_compute);
       for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
         const ScheduleOp& so = sc.ops[i];
         SimOp& op = ops_[ranks_[r].offset + i];
-        const OpParams p = resolve_op(costs, so, fold);
-        op.dur = p.duration_ns;
-        op.kernel_ns = std::max<TimeNs>(1, p.duration_ns / p.num_kernels);
+        const int src = so.layer < 0 ? 3 : (so.is_mtp ? 2 : (so.is_moe ? 1 : 0));
+        const std::size_t key =
+            ((((static_cast<std::size_t>(src) * kKinds + static_cast<int>(so.kind)) * 3 +
+               static_cast<int>(so.dir)) * 3 + static_cast<int>(so.pp_role)) * 2) + (fold ? 1 : 0);
+        Cached& c = cache[key];
+        if (!c.set || so.kind == OpKind::dp_grad_reduce) {
+          const OpParams p = resolve_op(costs, so, fold);
+          c.set = true;
+          c.dur = p.duration_ns;
+          c.kernel_ns = std::max<TimeNs>(1, p.duration_ns / p.num_kernels);
+          c.rate = 1.0;
+          if (so.lane != Lane::compute) {
+            double rate = opt_.compute_rate_under_comm;
+            if (!(rate > 0.0)) rate = compute_rate_under_comm(cfg.hw, p.link, p.sms);
+            c.rate = std::clamp(rate, 1e-3, 1.0);
+          }
+        }
+        op.dur = c.dur;
+        op.kernel_ns = c.kernel_ns;
+        op.comm_rate = c.rate;
         op.rank = r;
         op.local = i;
         op.lane = static_cast<std::uint8_t>(so.lane);
         op.blocks = so.host_blocks && opt_.host_blocking;
-        if (so.lane != Lane::compute) {
-          double rate = opt_.compute_rate_under_comm;
-          if (!(rate > 0.0)) rate = compute_rate_under_comm(cfg.hw, p.link, p.sms);
-          op.comm_rate = std::clamp(rate, 1e-3, 1.0);
-        }
         op.deps_left = so.num_waits;
         for (int w = 0; w < so.num_waits; ++w) ++count[ranks_[r].offset + so.waits[w]];
-        if (so.pp_role == PpRole::recv) {
-          if (so.peer_op < 0 || so.peer_rank < 0 || so.peer_rank >= R) {
+        if (so.pp_role == PpRole::recv && so.peer_rank >= 0) {
+          if (so.peer_op < 0 || so.peer_rank >= R) {
             throw EPO_RUNTIME_ERROR("simulate: recv op ", i, " on rank ", r,
                                     " is not linked to a send (use build_pipeline)");
           }
@@ -200,17 +224,22 @@ class Simulator {
     dep_begin_.assign(total + 1, 0);
     for (std::size_t i = 0; i < total; ++i) dep_begin_[i + 1] = dep_begin_[i] + count[i];
     deps_.resize(dep_begin_[total]);
-    std::vector<std::int32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
+    fill_.assign(dep_begin_.begin(), dep_begin_.end() - 1);
+    auto& fill = fill_;
     for (int r = 0; r < R; ++r) {
-      const Schedule& sc = s.ranks[r];
+      const Schedule& sc = ranks[r];
       for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
         const ScheduleOp& so = sc.ops[i];
         const std::int32_t g = ranks_[r].offset + i;
         for (int w = 0; w < so.num_waits; ++w) deps_[fill[ranks_[r].offset + so.waits[w]]++] = g;
-        if (so.pp_role == PpRole::recv) deps_[fill[ranks_[so.peer_rank].offset + so.peer_op]++] = g;
+        if (so.pp_role == PpRole::recv && so.peer_rank >= 0) {
+          deps_[fill[ranks_[so.peer_rank].offset + so.peer_op]++] = g;
+        }
       }
     }
-    heap_.reserve(64 + total / 8);
+    heap_.clear();
+    candidates_.clear();
+    work_.clear();
   }
 
   void run() {
@@ -238,7 +267,7 @@ class Simulator {
     for (std::size_t g = 0; g < ops_.size(); ++g) {
       if (!ops_[g].done) {
         const SimOp& op = ops_[g];
-        const ScheduleOp& so = sched_.ranks[op.rank].ops[op.local];
+        const ScheduleOp& so = sched_[op.rank].ops[op.local];
         throw EPO_RUNTIME_ERROR("simulate: the schedule deadlocks at op ", op.local, " (",
                                 op_name(so), ", micro-batch ", so.microbatch, ", layer ",
                                 so.layer, ") of rank ", op.rank);
@@ -257,7 +286,7 @@ class Simulator {
     double cb = 0, mb = 0;
     for (int r = 0; r < R; ++r) {
       RankMetrics& m = out.ranks[r];
-      const Schedule& sc = sched_.ranks[r];
+      const Schedule& sc = sched_[r];
       compute.clear();
       ep.clear();
       comm.clear();
@@ -303,6 +332,9 @@ class Simulator {
     }
     return out;
   }
+
+  TimeNs start_ns(int r, int i) const { return start_[ranks_[r].offset + i]; }
+  TimeNs end_ns(int r, int i) const { return end_[ranks_[r].offset + i]; }
 
   TimeNs step_ns() const {
     TimeNs t = 0;
@@ -376,7 +408,14 @@ class Simulator {
     while (!candidates_.empty()) {
       work_.swap(candidates_);
       candidates_.clear();
-      std::sort(work_.begin(), work_.end());
+      if (work_.size() > 1) {
+        for (std::size_t i = 1; i < work_.size(); ++i) {  // few at a time: insertion sort
+          const std::int32_t v = work_[i];
+          std::size_t j = i;
+          for (; j > 0 && work_[j - 1] > v; --j) work_[j] = work_[j - 1];
+          work_[j] = v;
+        }
+      }
       for (std::size_t i = 0; i < work_.size(); ++i) {
         if (i > 0 && work_[i] == work_[i - 1]) continue;
         try_start(work_[i], now);
@@ -457,15 +496,20 @@ class Simulator {
     }
   }
 
-  const PipelineSchedule& sched_;
-  const Config& cfg_;
+  struct Cached {
+    bool set = false;
+    TimeNs dur = 0, kernel_ns = 1;
+    double rate = 1.0;
+  };
+  const Schedule* sched_ = nullptr;
   SimOptions opt_;
   bool single_queue_ = false;
   TimeNs sync_ns_ = 0;
   std::vector<RankState> ranks_;
   std::vector<SimOp> ops_;
   std::vector<TimeNs> start_, end_;
-  std::vector<std::int32_t> dep_begin_, deps_;
+  std::vector<std::int32_t> dep_begin_, deps_, count_, fill_;
+  std::vector<Cached> cache_;
   std::vector<std::int32_t> candidates_, work_;
   EventHeap heap_;
   std::uint64_t events_ = 0;
@@ -475,7 +519,8 @@ class Simulator {
 
 SimRun simulate(const PipelineSchedule& schedule, const Config& cfg, const StepCosts& costs,
                 const SimOptions& options) {
-  Simulator sim(schedule, cfg, costs, options);
+  Simulator sim;
+  sim.prepare(schedule.ranks.data(), static_cast<int>(schedule.ranks.size()), cfg, costs, options);
   sim.run();
   const bool overlapped = !schedule.ranks.empty() && schedule.ranks[0].overlapped;
   if (!options.keep_timings) {
@@ -488,6 +533,23 @@ SimRun simulate(const PipelineSchedule& schedule, const Config& cfg, const StepC
   }
   return sim.result(overlapped);
 }
+
+struct SimWorkspace::Impl {
+  Simulator sim;
+};
+
+SimWorkspace::SimWorkspace() : impl_(std::make_unique<Impl>()) {}
+SimWorkspace::~SimWorkspace() = default;
+
+TimeNs SimWorkspace::run(const Schedule* ranks, int num_ranks, const Config& cfg,
+                         const StepCosts& costs, const SimOptions& options) {
+  impl_->sim.prepare(ranks, num_ranks, cfg, costs, options);
+  impl_->sim.run();
+  return impl_->sim.step_ns();
+}
+TimeNs SimWorkspace::start_ns(int rank, int op) const { return impl_->sim.start_ns(rank, op); }
+TimeNs SimWorkspace::end_ns(int rank, int op) const { return impl_->sim.end_ns(rank, op); }
+std::uint64_t SimWorkspace::num_events() const { return impl_->sim.events(); }
 
 double microbatches_in_flight(const Schedule& first_stage) {
   int layers = 0;

@@ -15,6 +15,7 @@
 //  - SM admission: a communication kernel that becomes ready while a GPU-filling compute op issued
 //    before it runs gets its SMs when that op's current kernel (duration / num_kernels) ends.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/config.hpp"
@@ -73,6 +74,26 @@ struct SimRun {
 /// Simulates the schedule with op costs from `costs` on cfg.hw.
 SimRun simulate(const PipelineSchedule& schedule, const Config& cfg, const StepCosts& costs,
                 const SimOptions& options = {});
+
+/// A reusable simulator for many small schedules (the fast path): buffers keep their capacity.
+class SimWorkspace {
+ public:
+  SimWorkspace();
+  ~SimWorkspace();
+  SimWorkspace(const SimWorkspace&) = delete;
+  SimWorkspace& operator=(const SimWorkspace&) = delete;
+  /// Simulates ranks[0..num_ranks) (recv ops linked as build_pipeline links them, or unlinked);
+  /// returns the step time. Timings stay readable until the next run.
+  TimeNs run(const Schedule* ranks, int num_ranks, const Config& cfg, const StepCosts& costs,
+             const SimOptions& options);
+  TimeNs start_ns(int rank, int op) const;
+  TimeNs end_ns(int rank, int op) const;
+  std::uint64_t num_events() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// The configured schedule and the non-overlapped baseline, both simulated.
 struct SimResult {
