@@ -1,0 +1,67 @@
+// bench_kernels: device helpers (SM-limited copy kernel, random fills). Kept free of the harness
+// (JSON) headers so nvcc compiles only CUDA code.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/launchers.hpp"
+
+namespace epo::bench::kernels {
+
+void cuda_check(cudaError_t status, const char* what);
+
+namespace {
+
+__global__ void __launch_bounds__(512) copy_kernel(int4* __restrict__ dst, const int4* __restrict__ src,
+                                                   size_t num_vecs) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < num_vecs;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = __ldcs(src + i);
+}
+
+__device__ __forceinline__ uint32_t hash(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+__global__ void fill_f32_kernel(float* ptr, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    ptr[i] = scale * (2.f * (hash(static_cast<uint32_t>(i) * 2654435761u ^ seed) >> 8) / 16777216.f - 1.f);
+}
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* ptr, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    ptr[i] = __float2bfloat16(
+        scale * (2.f * (hash(static_cast<uint32_t>(i) * 2654435761u ^ seed) >> 8) / 16777216.f - 1.f));
+}
+
+}  // namespace
+
+void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cudaStream_t stream) {
+  copy_kernel<<<blocks, 512, 0, stream>>>(static_cast<int4*>(dst), static_cast<const int4*>(src),
+                                          bytes / 16);
+  cuda_check(cudaGetLastError(), "copy_kernel");
+}
+
+void fill_random_f32(float* ptr, size_t n, uint32_t seed, float scale, cudaStream_t stream) {
+  fill_f32_kernel<<<1024, 256, 0, stream>>>(ptr, n, seed, scale);
+  cuda_check(cudaGetLastError(), "fill_f32_kernel");
+}
+
+void fill_random_bf16(epo::kernels::bf16* ptr, size_t n, uint32_t seed, float scale,
+                      cudaStream_t stream) {
+  fill_bf16_kernel<<<1024, 256, 0, stream>>>(ptr, n, seed, scale);
+  cuda_check(cudaGetLastError(), "fill_bf16_kernel");
+}
+
+}  // namespace epo::bench::kernels

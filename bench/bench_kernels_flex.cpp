@@ -1,0 +1,415 @@
+// bench_kernels rows of flex dispatch/combine: R virtual ranks on one GPU (swept over SM counts,
+// bound: a copy kernel with the same number of blocks, and a full-GPU row against a device-to-device
+// copy), and the two-GPU NVLink mode (GB/s per direction against the SM count).
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench/bench_kernels.hpp"
+
+namespace epo::bench::kernels {
+
+namespace ek = epo::kernels;
+
+namespace {
+
+constexpr double kMB = 1e6;
+constexpr double kTwoGpuGoalGbps = 340.0;
+constexpr int kTwoGpuGoalMaxSms = 16;
+
+struct Rank {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  DeviceMem storage, peers, x, logits, bias, topk_idx, topk_w, slots, per_rank, workspace;
+  ek::FlexBuffers buffers;
+  std::vector<int> per_rank_host;
+  // Receive side, for the combine.
+  DeviceMem permuted_row, row_src, offsets, counts, recv_workspace, expert_out;
+  int64_t expert_rows = 0;
+};
+
+struct World {
+  Shape shape;
+  int tokens = 0;
+  std::vector<Rank> ranks;
+  ek::FlexError* error = nullptr;
+  uint64_t dispatch_seq = 0, combine_seq = 0;
+  ~World() {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      // Virtual ranks share rank 0's stream; destroy each stream once.
+      if (!ranks[i].stream || (i > 0 && ranks[i].stream == ranks[0].stream)) continue;
+      cudaSetDevice(ranks[i].device);
+      cudaStreamDestroy(ranks[i].stream);
+    }
+    if (error) cudaFreeHost(error);
+  }
+};
+
+ek::FlexBuffers carve(char* base, const ek::FlexBufferBytes& b) {
+  ek::FlexBuffers f;
+  f.recv_x = reinterpret_cast<ek::bf16*>(base);
+  f.recv_topk_idx = reinterpret_cast<int*>(base += b.recv_x);
+  f.recv_topk_weights = reinterpret_cast<float*>(base += b.recv_topk_idx);
+  f.recv_count = reinterpret_cast<int*>(base += b.recv_topk_weights);
+  f.recv_flag = reinterpret_cast<uint64_t*>(base += b.recv_count);
+  f.combine_x = reinterpret_cast<ek::bf16*>(base += b.recv_flag);
+  f.combine_flag = reinterpret_cast<uint64_t*>(base += b.combine_x);
+  f.done_counter = reinterpret_cast<unsigned int*>(base += b.combine_flag);
+  return f;
+}
+
+void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& devices) {
+  const int R = static_cast<int>(devices.size());
+  const int E = shape.num_experts, K = shape.num_topk, H = shape.hidden;
+  w.shape = shape;
+  w.tokens = tokens;
+  w.ranks.resize(R);
+  const ek::FlexBufferBytes bytes = ek::flex_buffer_bytes(R, tokens, H, K);
+  std::vector<ek::FlexBuffers> table(R);
+  for (int r = 0; r < R; ++r) {
+    Rank& k = w.ranks[r];
+    k.device = devices[r];
+    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+    cuda_check(cudaStreamCreate(&k.stream), "cudaStreamCreate");
+    k.storage = DeviceMem(bytes.total());
+    cuda_check(cudaMemset(k.storage.as<char>(), 0, bytes.total()), "cudaMemset");
+    k.buffers = carve(k.storage.as<char>(), bytes);
+    table[r] = k.buffers;
+    const size_t TK = static_cast<size_t>(tokens) * K;
+    k.x = DeviceMem(sizeof(ek::bf16) * tokens * static_cast<size_t>(H));
+    k.logits = DeviceMem(sizeof(float) * tokens * static_cast<size_t>(E));
+    k.bias = DeviceMem(sizeof(float) * E);
+    k.topk_idx = DeviceMem(sizeof(int) * TK);
+    k.topk_w = DeviceMem(sizeof(float) * TK);
+    k.slots = DeviceMem(sizeof(int) * tokens * static_cast<size_t>(R));
+    k.per_rank = DeviceMem(sizeof(int) * R);
+    k.workspace = DeviceMem(ek::layout_workspace_bytes(tokens, std::max(R, E)));
+    fill_random_bf16(k.x.as<ek::bf16>(), k.x.bytes() / 2, 100 + r, 1.f, k.stream);
+    fill_random_f32(k.logits.as<float>(), k.logits.bytes() / 4, 200 + r, 4.f, k.stream);
+    fill_random_f32(k.bias.as<float>(), E, 300, 0.05f, k.stream);
+    ek::launch_routing(k.logits.as<float>(), shape.use_bias ? k.bias.as<float>() : nullptr, tokens,
+                       E, K, shape.num_groups, shape.group_topk, shape.score_function, true,
+                       shape.scaling_factor, k.topk_idx.as<int>(), k.topk_w.as<float>(), k.stream);
+    ek::launch_flex_layout(k.topk_idx.as<int>(), tokens, K, E, R, k.slots.as<int>(),
+                           k.per_rank.as<int>(), k.workspace.as<void>(), k.stream);
+    k.per_rank_host.resize(R);
+    cuda_check(cudaMemcpyAsync(k.per_rank_host.data(), k.per_rank.as<int>(), sizeof(int) * R,
+                               cudaMemcpyDeviceToHost, k.stream), "per_rank");
+    cuda_check(cudaStreamSynchronize(k.stream), "setup");
+  }
+  for (auto& k : w.ranks) {
+    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+    k.peers = DeviceMem(sizeof(ek::FlexBuffers) * R);
+    cuda_check(cudaMemcpy(k.peers.as<void>(), table.data(), sizeof(ek::FlexBuffers) * R,
+                          cudaMemcpyHostToDevice), "peers");
+  }
+  cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&w.error), sizeof(ek::FlexError),
+                           cudaHostAllocMapped), "cudaHostAlloc");
+  *w.error = ek::FlexError{};
+}
+
+void send_dispatch(World& w, int r, int num_sms) {
+  Rank& k = w.ranks[r];
+  const int R = static_cast<int>(w.ranks.size());
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_dispatch_send(r, R, k.x.as<ek::bf16>(), k.topk_idx.as<int>(), k.topk_w.as<float>(),
+                                k.slots.as<int>(), k.per_rank.as<int>(), w.tokens, w.shape.hidden,
+                                w.shape.num_topk, w.shape.num_experts, w.tokens,
+                                k.peers.as<ek::FlexBuffers>(), k.buffers, w.dispatch_seq, num_sms,
+                                k.stream);
+}
+
+void wait_dispatch(World& w, int r) {
+  Rank& k = w.ranks[r];
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_dispatch_wait(r, static_cast<int>(w.ranks.size()), k.buffers, w.dispatch_seq,
+                                ek::kDefaultFlexTimeoutCycles, w.error, k.stream);
+}
+
+void send_combine(World& w, int r, int num_sms) {
+  Rank& k = w.ranks[r];
+  const int R = static_cast<int>(w.ranks.size());
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_combine_send(r, R, k.expert_out.as<ek::bf16>(), k.expert_rows,
+                               k.permuted_row.as<int>(), w.shape.hidden, w.shape.num_topk,
+                               w.tokens, k.peers.as<ek::FlexBuffers>(), k.buffers, w.combine_seq,
+                               num_sms, k.stream);
+}
+
+void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out) {
+  Rank& k = w.ranks[r];
+  const int R = static_cast<int>(w.ranks.size());
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_combine_wait(r, R, k.buffers, w.combine_seq, ek::kDefaultFlexTimeoutCycles,
+                               w.error, k.stream);
+  ek::launch_flex_combine_reduce(R, k.buffers, k.slots.as<int>(), w.tokens, w.shape.hidden,
+                                 w.tokens, out.as<ek::bf16>(), num_sms, k.stream);
+}
+
+// After one dispatch: lay out every rank's received tokens by local expert and fill expert_out
+// with the permuted rows (stand-in for the expert MLP; the combine reads it like real output).
+void setup_receive_side(World& w) {
+  const int R = static_cast<int>(w.ranks.size());
+  const int K = w.shape.num_topk, H = w.shape.hidden, L = w.shape.num_experts / R;
+  const int recv_tokens = R * w.tokens;
+  const int64_t max_rows = ek::alltoall_layout_max_rows(recv_tokens, K, L, 1);
+  for (auto& k : w.ranks) {
+    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+    k.permuted_row = DeviceMem(sizeof(int) * recv_tokens * static_cast<size_t>(K));
+    k.row_src = DeviceMem(sizeof(int) * max_rows);
+    k.offsets = DeviceMem(sizeof(int) * (L + 1));
+    k.counts = DeviceMem(sizeof(int) * L);
+    k.recv_workspace = DeviceMem(ek::layout_workspace_bytes(recv_tokens, L));
+    ek::launch_alltoall_layout(k.buffers.recv_topk_idx, k.buffers.recv_count, w.tokens, recv_tokens,
+                               K, L, 1, max_rows, k.permuted_row.as<int>(), k.row_src.as<int>(),
+                               k.offsets.as<int>(), k.counts.as<int>(), k.recv_workspace.as<void>(),
+                               k.stream);
+    int total = 0;
+    cuda_check(cudaMemcpyAsync(&total, k.offsets.as<int>() + L, sizeof(int), cudaMemcpyDeviceToHost,
+                               k.stream), "offsets");
+    cuda_check(cudaStreamSynchronize(k.stream), "receive layout");
+    k.expert_rows = total;
+    k.expert_out = DeviceMem(sizeof(ek::bf16) * std::max<int64_t>(1, total) * H);
+    ek::launch_permute(k.buffers.recv_x, recv_tokens, H, k.row_src.as<int>(), total,
+                       k.expert_out.as<ek::bf16>(), k.stream);
+    cuda_check(cudaStreamSynchronize(k.stream), "receive permute");
+  }
+}
+
+int64_t copies_sent(const World& w) {
+  int64_t n = 0;
+  for (const auto& k : w.ranks) n += std::accumulate(k.per_rank_host.begin(), k.per_rank_host.end(), int64_t{0});
+  return n;
+}
+
+}  // namespace
+
+void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks,
+                   const std::vector<int>& sm_counts, const Timing& timing) {
+  int device = 0, num_device_sms = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&num_device_sms, cudaDevAttrMultiProcessorCount, device),
+             "sm count");
+  World w;
+  setup(w, shape, tokens, std::vector<int>(num_ranks, device));
+  cudaStream_t stream = w.ranks[0].stream;
+  for (size_t r = 1; r < w.ranks.size(); ++r) {  // one stream: all sends, then all waits
+    cuda_check(cudaStreamDestroy(w.ranks[r].stream), "cudaStreamDestroy");
+    w.ranks[r].stream = stream;
+  }
+  const int R = num_ranks, H = shape.hidden;
+  const double row_bytes = 2.0 * H;
+  const int64_t copies = copies_sent(w);
+  // Dispatch: each rank reads its tokens once and writes one row per destination.
+  const double dispatch_bytes = R * static_cast<double>(tokens) * row_bytes + copies * row_bytes;
+  std::vector<DeviceMem> outs;
+  for (int r = 0; r < R; ++r) outs.emplace_back(sizeof(ek::bf16) * tokens * static_cast<size_t>(H));
+
+  auto dispatch = [&](int num_sms) {
+    ++w.dispatch_seq;
+    for (int r = 0; r < R; ++r) send_dispatch(w, r, num_sms);
+    for (int r = 0; r < R; ++r) wait_dispatch(w, r);
+  };
+  dispatch(num_device_sms);
+  cuda_check(cudaStreamSynchronize(stream), "dispatch");
+  ek::check_flex_error(w.error);
+  setup_receive_side(w);
+  int64_t expert_rows = 0;
+  for (const auto& k : w.ranks) expert_rows += k.expert_rows;
+  // Combine: expert rows read, one partial per (token, rank) written, then read and reduced.
+  const double combine_bytes = expert_rows * row_bytes + 2.0 * copies * row_bytes +
+                               R * static_cast<double>(tokens) * row_bytes;
+  auto combine = [&](int num_sms) {
+    ++w.combine_seq;
+    for (int r = 0; r < R; ++r) send_combine(w, r, num_sms);
+    for (int r = 0; r < R; ++r) wait_and_reduce_combine(w, r, num_sms, outs[r]);
+  };
+
+  DeviceMem copy_src(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2) + 16),
+      copy_dst(copy_src.bytes());
+  std::vector<int> sweep = sm_counts;
+  sweep.push_back(num_device_sms);
+  const std::string ep = "ep" + std::to_string(R) + " sms=";
+  for (int sms : sweep) {
+    const bool full = sms == num_device_sms;
+    const double t_d = median_time_us([&] { dispatch(sms); }, stream, timing);
+    const double t_c = median_time_us([&] { combine(sms); }, stream, timing);
+    ek::check_flex_error(w.error);
+    double bound_d, bound_c;
+    if (full) {
+      bound_d = copy_bound_us(static_cast<size_t>(dispatch_bytes / 2) / 16 * 16, stream, timing);
+      bound_c = copy_bound_us(static_cast<size_t>(combine_bytes / 2) / 16 * 16, stream, timing);
+    } else {
+      // Same number of blocks as the flex kernels: what `sms` SMs can copy.
+      auto copy_with = [&](double bytes) {
+        return median_time_us(
+            [&] {
+              launch_copy_kernel(copy_dst.as<void>(), copy_src.as<void>(),
+                                 static_cast<size_t>(bytes / 2) / 16 * 16, sms, stream);
+            },
+            stream, timing);
+      };
+      bound_d = copy_with(dispatch_bytes);
+      bound_c = copy_with(combine_bytes);
+    }
+    const double pct_d = add_row(report, {"flex_dispatch", shape.model, ep + std::to_string(sms), tokens, t_d,
+                                          dispatch_bytes / kMB, -1, bound_d});
+    const double pct_c = add_row(report, {"flex_combine", shape.model, ep + std::to_string(sms), tokens, t_c,
+                                          combine_bytes / kMB, -1, bound_c});
+    if (full) {
+      const std::string what = shape.model + " " + std::to_string(tokens) + " ep" + std::to_string(R) +
+                               " all SMs of copy bound";
+      report.goal("flex_dispatch " + what, pct_d, ">=", 80.0, "%");
+      report.goal("flex_combine " + what, pct_c, ">=", 80.0, "%");
+    }
+  }
+}
+
+void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
+                           const std::vector<int>& sm_counts, const Timing& timing) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
+    report.context("two_gpu_flex", "skipped: fewer than two GPUs");
+    return;
+  }
+  int can01 = 0, can10 = 0;
+  cudaDeviceCanAccessPeer(&can01, 0, 1);
+  cudaDeviceCanAccessPeer(&can10, 1, 0);
+  if (!can01 || !can10) {
+    report.context("two_gpu_flex", "skipped: GPUs 0 and 1 have no peer access");
+    return;
+  }
+  for (int d : {0, 1}) {
+    cuda_check(cudaSetDevice(d), "cudaSetDevice");
+    cudaError_t status = cudaDeviceEnablePeerAccess(1 - d, 0);
+    if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+    else cuda_check(status, "cudaDeviceEnablePeerAccess");
+  }
+  World w;
+  setup(w, shape, tokens, {0, 1});
+  const double row_bytes = 2.0 * shape.hidden;
+  // Bytes crossing NVLink in each direction: rank 0's tokens for rank 1 and the other way round.
+  const double bytes_01 = w.ranks[0].per_rank_host[1] * row_bytes;
+  const double bytes_10 = w.ranks[1].per_rank_host[0] * row_bytes;
+  std::vector<DeviceMem> outs;
+  for (auto& k : w.ranks) {
+    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+    outs.emplace_back(sizeof(ek::bf16) * tokens * static_cast<size_t>(shape.hidden));
+  }
+  cudaEvent_t start[2], stop[2];
+  for (int r = 0; r < 2; ++r) {
+    cuda_check(cudaSetDevice(r), "cudaSetDevice");
+    cuda_check(cudaEventCreate(&start[r]), "cudaEventCreate");
+    cuda_check(cudaEventCreate(&stop[r]), "cudaEventCreate");
+  }
+  // Times the send kernels of both GPUs, launched together; the waits follow outside the timing.
+  auto timed = [&](auto&& send, auto&& finish) {
+    std::vector<double> samples;
+    for (int i = 0; i < timing.warmup + timing.iters; ++i) {
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        cuda_check(cudaStreamSynchronize(w.ranks[r].stream), "sync");
+      }
+      send(start, stop);
+      finish();
+      float ms[2];
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        cuda_check(cudaStreamSynchronize(w.ranks[r].stream), "sync");
+        cuda_check(cudaEventElapsedTime(&ms[r], start[r], stop[r]), "elapsed");
+      }
+      if (i >= timing.warmup) samples.push_back(1000.0 * std::max(ms[0], ms[1]));
+    }
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+  };
+  auto dispatch_send = [&](int sms) {
+    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
+      ++w.dispatch_seq;
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
+      }
+      for (int r = 0; r < 2; ++r) {
+        send_dispatch(w, r, sms);
+        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
+      }
+    };
+  };
+  auto dispatch_finish = [&] {
+    for (int r = 0; r < 2; ++r) wait_dispatch(w, r);
+  };
+  auto combine_send = [&](int sms) {
+    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
+      ++w.combine_seq;
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
+      }
+      for (int r = 0; r < 2; ++r) {
+        send_combine(w, r, sms);
+        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
+      }
+    };
+  };
+  auto combine_finish = [&] {
+    for (int r = 0; r < 2; ++r) wait_and_reduce_combine(w, r, 32, outs[r]);
+  };
+  // Raw bound: the same number of blocks storing rank 0's bytes into GPU 1 and back at once.
+  auto peer_copy = [&](int sms) {
+    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
+      }
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        const double bytes = r == 0 ? bytes_01 : bytes_10;
+        // rank r's x region is the source, the peer's combine_x the destination (scratch here).
+        launch_copy_kernel(w.ranks[1 - r].buffers.combine_x, w.ranks[r].buffers.recv_x,
+                           std::min(static_cast<size_t>(bytes), static_cast<size_t>(w.tokens) *
+                                                                    static_cast<size_t>(row_bytes)) / 16 * 16,
+                           sms, w.ranks[r].stream);
+        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
+      }
+    };
+  };
+  auto nothing = [] {};
+
+  // One dispatch so the receive side (for the combine) has data.
+  timed(dispatch_send(32), dispatch_finish);
+  ek::check_flex_error(w.error);
+  setup_receive_side(w);
+  report.context("two_gpu_reference", "plain store kernel 353 GB/s per direction with 8 SMs (perf_anchors §7)");
+  double best_dispatch = 0, best_combine = 0;
+  for (int sms : sm_counts) {
+    const double t_d = timed(dispatch_send(sms), dispatch_finish);
+    const double t_c = timed(combine_send(sms), combine_finish);
+    const double t_copy = timed(peer_copy(sms), nothing);
+    ek::check_flex_error(w.error);
+    const double dir_bytes = std::min(bytes_01, bytes_10);
+    const std::string param = "2gpu sms=" + std::to_string(sms);
+    // Combine moves the same rows back: rank d sends what it received from the other rank.
+    add_row(report, {"flex_dispatch_nvl", shape.model, param, tokens, t_d, dir_bytes / kMB, -1, t_copy});
+    add_row(report, {"flex_combine_nvl", shape.model, param, tokens, t_c, dir_bytes / kMB, -1, t_copy});
+    add_row(report, {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
+    if (sms <= kTwoGpuGoalMaxSms) {
+      best_dispatch = std::max(best_dispatch, dir_bytes / kMB / t_d * 1e3);
+      best_combine = std::max(best_combine, dir_bytes / kMB / t_c * 1e3);
+    }
+  }
+  report.goal("flex_dispatch_nvl " + shape.model + " " + std::to_string(tokens) +
+                  " GB/s per direction, <=16 SMs", best_dispatch, ">=", kTwoGpuGoalGbps, "GB/s");
+  report.goal("flex_combine_nvl " + shape.model + " " + std::to_string(tokens) +
+                  " GB/s per direction, <=16 SMs", best_combine, ">=", kTwoGpuGoalGbps, "GB/s");
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    cudaEventDestroy(start[r]);
+    cudaEventDestroy(stop[r]);
+  }
+  cudaSetDevice(0);
+}
+
+}  // namespace epo::bench::kernels
