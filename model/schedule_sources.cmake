@@ -4,4 +4,5 @@ list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   schedule.cpp
   simulate.cpp
   timeline.cpp
+  fast_path.cpp
 )

@@ -134,7 +134,11 @@ struct SimOp {
   bool done = false;
   bool sm_granted = false;
   bool host_cleared = false;
+  std::int32_t queue_prev = -1;  // previous op of the single hardware queue (global), -1 none
+  std::int32_t queue_next = 0;   // next op of the single hardware queue (local index)
 };
+
+constexpr std::uint8_t kGradLane = static_cast<std::uint8_t>(Lane::grad_reduce);
 
 struct RankState {
   std::int32_t offset = 0;
@@ -219,6 +223,19 @@ class Simulator {
           ++op.deps_left;
           ++count[ranks_[so.peer_rank].offset + so.peer_op];
         }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      std::int32_t prev = -1;
+      std::int32_t* next_slot = &ranks_[r].dispatch_next;
+      for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
+        SimOp& op = ops_[ranks_[r].offset + i];
+        op.queue_next = ranks_[r].n;
+        if (op.lane == kGradLane) continue;
+        op.queue_prev = prev;
+        *next_slot = i;
+        next_slot = &op.queue_next;
+        prev = ranks_[r].offset + i;
       }
     }
     dep_begin_.assign(total + 1, 0);
@@ -428,12 +445,15 @@ class Simulator {
     SimOp& op = ops_[g];
     if (op.started || !op.issued || op.deps_left > 0) return;
     RankState& R = ranks_[op.rank];
-    if (single_queue_ && op.local != R.dispatch_next) return;
+    // The gradient reduce runs on DDP's NCCL stream, launched from backward hooks; it is kept out
+    // of the single-queue order (it never holds back the schedule's ops).
+    const bool queued = single_queue_ && op.lane != kGradLane;
+    if (queued && op.local != R.dispatch_next) return;
     if (R.running[op.lane] >= 0) return;
-    if (single_queue_ && op.local > 0) {
+    if (queued && op.queue_prev >= 0) {
       // One hardware queue: this op's first kernel is dispatched only after the previous op's last
       // kernel has been dispatched (started).
-      const TimeNs ready = last_kernel_start(g - 1, now);
+      const TimeNs ready = last_kernel_start(op.queue_prev, now);
       if (ready > now) {
         heap_.push(ready, g, kSmWake);
         return;
@@ -462,8 +482,8 @@ class Simulator {
     start_[g] = now;
     ++events_;
     R.running[op.lane] = g;
-    if (single_queue_) {
-      ++R.dispatch_next;
+    if (queued) {
+      R.dispatch_next = op.queue_next;
       if (R.dispatch_next < R.n) candidates_.push_back(R.offset + R.dispatch_next);
     }
     if (op.lane == 0) {
@@ -554,6 +574,12 @@ std::uint64_t SimWorkspace::num_events() const { return impl_->sim.events(); }
 double microbatches_in_flight(const Schedule& first_stage) {
   int layers = 0;
   for (int l : first_stage.layers_per_chunk) layers += l;
+  for (const auto& op : first_stage.ops) {
+    if (op.is_mtp) {
+      ++layers;  // the MTP layer holds activations like a decoder layer
+      break;
+    }
+  }
   const double per_chunk =
       static_cast<double>(std::max(1, layers)) / std::max(1, first_stage.vpp);
   return activation_peak_layers(first_stage) / per_chunk;

@@ -1,0 +1,445 @@
+#include "model/fast_path.hpp"
+
+#include <algorithm>
+
+#include "model/error.hpp"
+#include "model/timeline.hpp"
+
+namespace epo::model {
+
+TimeNs maxplus_step_ns(const PipelineSchedule& schedule, const Config& cfg,
+                       const StepCosts& costs) {
+  const int R = static_cast<int>(schedule.ranks.size());
+  const bool single_queue = cfg.opt.cuda_device_max_connections <= 1;
+  const TimeNs sync = ns_from_us(cfg.hw.host_sync_us);
+  std::vector<std::vector<TimeNs>> start(R), end(R);
+  std::vector<int> next(R, 0), queue_prev(R, -1);
+  std::vector<TimeNs> host(R, 0);
+  for (int r = 0; r < R; ++r) {
+    start[r].assign(schedule.ranks[r].ops.size(), -1);
+    end[r].assign(schedule.ranks[r].ops.size(), -1);
+  }
+  // Ranks wait for each other only at recv ops: walk each rank in issue order as far as its
+  // peers allow, round robin.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < R; ++r) {
+      const Schedule& sc = schedule.ranks[r];
+      const bool fold = !(sc.overlapped && cfg.opt.delay_wgrad_compute);
+      const int n = static_cast<int>(sc.ops.size());
+      while (next[r] < n) {
+        const int i = next[r];
+        const ScheduleOp& op = sc.ops[i];
+        TimeNs ready = 0;
+        if (op.pp_role == PpRole::recv && op.peer_rank >= 0) {
+          const TimeNs e = end[op.peer_rank][op.peer_op];
+          if (e < 0) break;
+          ready = e;
+        }
+        for (int w = 0; w < op.num_waits; ++w) ready = std::max(ready, end[r][op.waits[w]]);
+        if (op.host_blocks) host[r] = std::max(host[r], ready) + sync;
+        TimeNs s = std::max(host[r], ready);
+        // The single hardware queue orders every op but the gradient reduce (see simulate.cpp).
+        if (single_queue && op.lane != Lane::grad_reduce && queue_prev[r] >= 0) {
+          const int p = queue_prev[r];
+          const OpParams prev = resolve_op(costs, sc.ops[p], fold);
+          const TimeNs kernel = std::max<TimeNs>(1, prev.duration_ns / prev.num_kernels);
+          s = std::max(s, start[r][p] + std::max<TimeNs>(0, prev.duration_ns - kernel));
+        }
+        if (op.lane != Lane::grad_reduce) queue_prev[r] = i;
+        start[r][i] = s;
+        end[r][i] = s + resolve_op(costs, op, fold).duration_ns;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  TimeNs step = 0;
+  for (int r = 0; r < R; ++r) {
+    if (next[r] < static_cast<int>(schedule.ranks[r].ops.size())) {
+      throw EPO_RUNTIME_ERROR("maxplus: the schedule deadlocks at op ", next[r], " of rank ", r);
+    }
+    for (TimeNs e : end[r]) step = std::max(step, e);
+  }
+  return step;
+}
+
+namespace {
+
+/// Where a step's sides come from in Megatron's order: virtual micro-batch ids, -1 = none.
+struct StepRef {
+  int f = -1;
+  int b = -1;
+};
+
+int num_steps(int total, int warmup, bool overlapped) {
+  return overlapped ? total + warmup : 2 * total;
+}
+
+StepRef step_at(int idx, int total, int warmup, bool overlapped) {
+  const int remaining = total - warmup;
+  StepRef s;
+  if (idx < warmup) {
+    s.f = idx;
+  } else if (overlapped) {
+    if (idx < warmup + remaining) {
+      s.f = idx;
+      s.b = idx - warmup;
+    } else {
+      s.b = idx - warmup;
+    }
+  } else if (idx < warmup + 2 * remaining) {
+    const int j = idx - warmup;
+    if (j % 2 == 0) {
+      s.f = warmup + j / 2;
+    } else {
+      s.b = j / 2;
+    }
+  } else {
+    s.b = idx - warmup - remaining;
+  }
+  return s;
+}
+
+/// Layer counts of a chunk shape that decide its cost.
+struct ShapeSig {
+  int dense = 0, moe = 0;
+  bool mtp = false, first = false, last = false;
+  bool operator==(const ShapeSig& o) const {
+    return dense == o.dense && moe == o.moe && mtp == o.mtp && first == o.first && last == o.last;
+  }
+};
+
+ShapeSig signature(const Config& cfg, const ChunkShape& c) {
+  ShapeSig s;
+  for (int i = 0; i < c.num_layers; ++i) {
+    const int l = c.first_layer + i;
+    (cfg.model.num_experts > 0 && cfg.model.is_moe_layer(l) ? s.moe : s.dense) += 1;
+  }
+  s.mtp = c.mtp;
+  s.first = c.first_stage;
+  s.last = c.last_stage;
+  return s;
+}
+
+/// A chunk with `dense` leading dense layers then `moe` MoE layers (model's dense/MoE split).
+ChunkShape shape_of(const Config& cfg, const ShapeSig& s, int repeat_count, bool repeat_moe) {
+  ChunkShape c;
+  const int dense = repeat_moe ? s.dense : repeat_count;
+  const int moe = repeat_moe ? repeat_count : s.moe;
+  c.first_layer = cfg.model.num_experts > 0 ? std::max(0, cfg.model.first_k_dense_layers - dense)
+                                            : 0;
+  c.num_layers = dense + moe;
+  c.mtp = s.mtp;
+  c.first_stage = s.first;
+  c.last_stage = s.last;
+  return c;
+}
+
+struct Timing {
+  double lambda = 0;   // span of the step alone
+  double pi = 0;       // increment when the same step follows back to back
+  double sigma_f = 0;  // forward send done, from the step's start
+  double sigma_b = 0;  // backward send done, from the step's start
+  double busy_compute = 0, busy_comm = 0, exposed = 0;
+  double dp_end = 0;   // gradient reduce done, from the step's start (last backward only)
+
+  Timing extrapolate(const Timing& smaller, double periods) const {
+    Timing t;
+    t.lambda = lambda + periods * (lambda - smaller.lambda);
+    t.pi = pi + periods * (pi - smaller.pi);
+    t.sigma_f = sigma_f + periods * (sigma_f - smaller.sigma_f);
+    t.sigma_b = sigma_b + periods * (sigma_b - smaller.sigma_b);
+    t.busy_compute = busy_compute + periods * (busy_compute - smaller.busy_compute);
+    t.busy_comm = busy_comm + periods * (busy_comm - smaller.busy_comm);
+    t.exposed = exposed + periods * (exposed - smaller.exposed);
+    t.dp_end = dp_end + periods * (dp_end - smaller.dp_end);
+    return t;
+  }
+};
+
+constexpr int kReps = 3;
+constexpr int kKeep = 4;  // repeated layers kept in a simulated step
+
+struct Workspace {
+  Schedule sched;
+  SimWorkspace sim;
+  std::vector<int> stage_layers;
+  std::vector<ShapeSig> sigs;        // distinct chunk signatures
+  std::vector<int> sig_of;           // [rank * vpp + chunk]
+  std::vector<int> chunk_layers;     // [rank * vpp + chunk]: layers incl. MTP
+  std::vector<int> type_index;       // [(f_sig + 1) * (n + 1) + (b_sig + 1)] -> timings index
+  std::vector<Timing> timings;
+  struct LastKey {
+    int f_sig, b_sig, total_layers;
+  };
+  std::vector<LastKey> last_keys;   // last backward of a chunk (with the gradient reduce)
+  std::vector<Timing> last_timings;
+  std::vector<TimeNs> fwd_arrival, bwd_arrival;  // [stage * M + mb]
+  std::vector<Interval> ep, compute;
+};
+
+Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
+/// Simulates `reps` copies of one step back to back (or, for the chunk's last backward, one step
+/// with its gradient reduce ops); fills the timing of the step.
+Timing simulate_type(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
+                     const SimOptions& options, const ChunkShape* f, const ChunkShape* b,
+                     int total_layers) {
+  const bool last = total_layers > 0;
+  const int reps = last ? 1 : kReps;
+  SyntheticStep steps[kReps];
+  for (int i = 0; i < reps; ++i) {
+    if (f) {
+      steps[i].f_microbatch = 2 * i;
+      steps[i].f = *f;
+    }
+    if (b) {
+      steps[i].b_microbatch = 2 * i + 1;
+      steps[i].b = *b;
+      steps[i].b_last_microbatch = last;
+    }
+  }
+  build_steps(cfg, overlapped, steps, reps, std::max(1, total_layers), ws.sched);
+  SimOptions o = options;
+  o.keep_timings = false;
+  ws.sim.run(&ws.sched, 1, cfg, costs, o);
+  TimeNs end[kReps] = {0, 0, 0};
+  TimeNs send_f = -1, send_b = -1, dp_end = 0;
+  Timing t;
+  ws.ep.clear();
+  ws.compute.clear();
+  const auto& ops = ws.sched.ops;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const ScheduleOp& op = ops[i];
+    const TimeNs s = ws.sim.start_ns(0, i), e = ws.sim.end_ns(0, i);
+    if (op.lane == Lane::grad_reduce) {
+      dp_end = std::max(dp_end, e);
+      continue;
+    }
+    end[op.step] = std::max(end[op.step], e);
+    if (op.step == reps - 1) {
+      if (op.pp_role == PpRole::send) (op.dir == Direction::forward ? send_f : send_b) = e;
+      (op.lane == Lane::compute ? t.busy_compute : t.busy_comm) += static_cast<double>(e - s);
+    }
+    if (e <= s) continue;
+    if (op.lane == Lane::compute) {
+      ws.compute.push_back({s, e});
+    } else if (op.kind == OpKind::dispatch || op.kind == OpKind::combine) {
+      ws.ep.push_back({s, e});
+    }
+  }
+  t.lambda = static_cast<double>(end[0]);
+  t.pi = static_cast<double>(end[reps - 1] - (reps > 1 ? end[reps - 2] : 0));
+  const double start_last = static_cast<double>(end[reps - 1]) - t.lambda;
+  t.sigma_f = send_f >= 0 ? static_cast<double>(send_f) - start_last : t.lambda;
+  t.sigma_b = send_b >= 0 ? static_cast<double>(send_b) - start_last : t.lambda;
+  t.exposed = static_cast<double>(uncovered_length_merged(ws.ep, ws.compute)) / reps;
+  t.dp_end = static_cast<double>(dp_end);
+  return t;
+}
+
+/// Timing of a step type: simulated with at most kKeep+1 repeated layers per side, extrapolated
+/// by the per-two-layer increment (two, so that a period-two steady state extrapolates exactly).
+Timing type_timing(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
+                   const SimOptions& options, int f_sig, int b_sig, int total_layers) {
+  const bool repeat_moe = cfg.model.num_experts > 0;
+  auto units = [&](int sig) {
+    return sig < 0 ? 1 << 30 : (repeat_moe ? ws.sigs[sig].moe : ws.sigs[sig].dense);
+  };
+  const int u = std::min(units(f_sig), units(b_sig));
+  const int removed = u > kKeep + 1 ? (u - kKeep) / 2 * 2 : 0;
+  auto run = [&](int less) {
+    ChunkShape fs, bs;
+    if (f_sig >= 0) fs = shape_of(cfg, ws.sigs[f_sig], units(f_sig) - less, repeat_moe);
+    if (b_sig >= 0) bs = shape_of(cfg, ws.sigs[b_sig], units(b_sig) - less, repeat_moe);
+    return simulate_type(ws, cfg, costs, overlapped, options, f_sig >= 0 ? &fs : nullptr,
+                         b_sig >= 0 ? &bs : nullptr, total_layers);
+  };
+  const Timing a = run(removed);
+  if (removed == 0) return a;
+  const Timing smaller = run(removed + 2);
+  return a.extrapolate(smaller, removed / 2);
+}
+
+}  // namespace
+
+int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped) {
+  const int P = cfg.par.pp, V = cfg.par.vpp, M = cfg.par.num_microbatches();
+  const std::vector<int> stage_layers = layers_per_virtual_stage(cfg.model.num_layers, P, V);
+  auto layers = [&](int chunk) {
+    const ChunkShape c = chunk_shape(cfg, stage_layers, pp_rank, chunk);
+    return c.num_layers + (c.mtp ? 1 : 0);
+  };
+  const int total = M * V;
+  const int warmup = megatron_num_warmup(P, V, M, pp_rank, overlapped, P);
+  int alive = 0, peak = 0;
+  for (int idx = 0; idx < num_steps(total, warmup, overlapped); ++idx) {
+    const StepRef s = step_at(idx, total, warmup, overlapped);
+    const int nf = s.f >= 0 ? layers(megatron_virtual_microbatch(s.f, true, M, V, P).chunk) : 0;
+    const int nb = s.b >= 0 ? layers(megatron_virtual_microbatch(s.b, false, M, V, P).chunk) : 0;
+    const int both = std::min(nf, nb);
+    if (both > 0) peak = std::max(peak, alive + 1);  // each f layer's pre_dispatch precedes b's
+    alive += nf - nb;
+    peak = std::max(peak, alive);
+  }
+  return peak;
+}
+
+FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
+                     const SimOptions& options) {
+  Workspace& ws = workspace();
+  const int P = cfg.par.pp, V = cfg.par.vpp, M = cfg.par.num_microbatches();
+  EPO_REQUIRE_INPUT(M >= 1, "the step has ", M,
+                    " micro-batches (allowed: gbs >= mbs*dp, at least one micro-batch)");
+  const int total = M * V;
+  ws.stage_layers = layers_per_virtual_stage(cfg.model.num_layers, P, V);
+  ws.sigs.clear();
+  ws.sig_of.assign(static_cast<std::size_t>(P) * V, -1);
+  ws.chunk_layers.assign(static_cast<std::size_t>(P) * V, 0);
+  for (int r = 0; r < P; ++r) {
+    for (int c = 0; c < V; ++c) {
+      const ChunkShape shape = chunk_shape(cfg, ws.stage_layers, r, c);
+      const ShapeSig sig = signature(cfg, shape);
+      auto it = std::find(ws.sigs.begin(), ws.sigs.end(), sig);
+      ws.sig_of[r * V + c] = static_cast<int>(it - ws.sigs.begin());
+      if (it == ws.sigs.end()) ws.sigs.push_back(sig);
+      ws.chunk_layers[r * V + c] = shape.num_layers + (shape.mtp ? 1 : 0);
+    }
+  }
+  const int ns = static_cast<int>(ws.sigs.size()) + 1;
+  ws.type_index.assign(static_cast<std::size_t>(ns) * ns, -1);
+  ws.timings.clear();
+  auto timing = [&](int f_sig, int b_sig) -> const Timing& {
+    int& idx = ws.type_index[(f_sig + 1) * ns + (b_sig + 1)];
+    if (idx < 0) {
+      ws.timings.push_back(type_timing(ws, cfg, costs, overlapped, options, f_sig, b_sig, 0));
+      idx = static_cast<int>(ws.timings.size()) - 1;
+    }
+    return ws.timings[idx];
+  };
+  ws.last_keys.clear();
+  ws.last_timings.clear();
+  auto last_timing = [&](int f_sig, int b_sig, int total_layers) -> const Timing& {
+    for (std::size_t i = 0; i < ws.last_keys.size(); ++i) {
+      const auto& k = ws.last_keys[i];
+      if (k.f_sig == f_sig && k.b_sig == b_sig && k.total_layers == total_layers) {
+        return ws.last_timings[i];
+      }
+    }
+    ws.last_keys.push_back({f_sig, b_sig, total_layers});
+    ws.last_timings.push_back(
+        type_timing(ws, cfg, costs, overlapped, options, f_sig, b_sig, total_layers));
+    return ws.last_timings.back();
+  };
+  ws.fwd_arrival.assign(static_cast<std::size_t>(P) * V * M, -1);
+  ws.bwd_arrival.assign(static_cast<std::size_t>(P) * V * M, -1);
+
+  struct RankRun {
+    int idx = 0, steps = 0, warmup = 0, total_layers = 0;
+    double end = 0, dp_done = 0, busy_compute = 0, busy_comm = 0, exposed = 0;
+  };
+  RankRun runs_small[16];
+  std::vector<RankRun> runs_big;
+  RankRun* runs = runs_small;
+  if (P > 16) {
+    runs_big.resize(P);
+    runs = runs_big.data();
+  }
+  for (int r = 0; r < P; ++r) {
+    runs[r] = RankRun{};
+    runs[r].warmup = megatron_num_warmup(P, V, M, r, overlapped, P);
+    runs[r].steps = num_steps(total, runs[r].warmup, overlapped);
+    for (int c = 0; c < V; ++c) runs[r].total_layers += ws.chunk_layers[r * V + c];
+  }
+  const double dp_total = static_cast<double>(costs.dp_grad_reduce.duration_ns);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < P; ++r) {
+      RankRun& run = runs[r];
+      while (run.idx < run.steps) {
+        const StepRef ref = step_at(run.idx, total, run.warmup, overlapped);
+        VirtualMicrobatch f{-1, -1}, b{-1, -1};
+        double ready = 0;
+        if (ref.f >= 0) {
+          f = megatron_virtual_microbatch(ref.f, true, M, V, P);
+          const int stage = f.chunk * P + r;
+          if (stage > 0) {
+            const TimeNs a = ws.fwd_arrival[static_cast<std::size_t>(stage - 1) * M + f.microbatch];
+            if (a < 0) break;
+            ready = std::max(ready, static_cast<double>(a));
+          }
+        }
+        if (ref.b >= 0) {
+          b = megatron_virtual_microbatch(ref.b, false, M, V, P);
+          const int stage = b.chunk * P + r;
+          if (stage < P * V - 1) {
+            const TimeNs a = ws.bwd_arrival[static_cast<std::size_t>(stage + 1) * M + b.microbatch];
+            if (a < 0) break;
+            ready = std::max(ready, static_cast<double>(a));
+          }
+        }
+        const int f_sig = ref.f >= 0 ? ws.sig_of[r * V + f.chunk] : -1;
+        const int b_sig = ref.b >= 0 ? ws.sig_of[r * V + b.chunk] : -1;
+        const Timing& steady = timing(f_sig, b_sig);
+        const double start =
+            run.idx == 0 ? ready : std::max(run.end + steady.pi - steady.lambda, ready);
+        // The chunk's last backward: its gradients are reduced layer by layer during the step.
+        const bool last = cfg.opt.overlap_grad_reduce && ref.b >= 0 && b.microbatch == M - 1;
+        const Timing& t = last ? last_timing(f_sig, b_sig, run.total_layers) : steady;
+        run.end = start + t.lambda;
+        if (last) {
+          const int n = ws.chunk_layers[r * V + b.chunk];
+          const double d = dp_total * n / std::max(1, run.total_layers);
+          run.dp_done = std::max(run.dp_done + d, start + t.dp_end);
+        }
+        if (ref.f >= 0) {
+          const int stage = f.chunk * P + r;
+          if (stage < P * V - 1) {
+            ws.fwd_arrival[static_cast<std::size_t>(stage) * M + f.microbatch] =
+                static_cast<TimeNs>(start + t.sigma_f + 0.5);
+          }
+        }
+        if (ref.b >= 0) {
+          const int stage = b.chunk * P + r;
+          if (stage > 0) {
+            ws.bwd_arrival[static_cast<std::size_t>(stage) * M + b.microbatch] =
+                static_cast<TimeNs>(start + t.sigma_b + 0.5);
+          }
+        }
+        run.busy_compute += t.busy_compute;
+        run.busy_comm += t.busy_comm;
+        run.exposed += t.exposed;
+        ++run.idx;
+        progress = true;
+      }
+    }
+  }
+  FastResult out;
+  double step = 0;
+  for (int r = 0; r < P; ++r) {
+    if (runs[r].idx < runs[r].steps) {
+      throw EPO_RUNTIME_ERROR("fast path: the pipeline deadlocks on rank ", r, " at step ",
+                              runs[r].idx);
+    }
+    double end = runs[r].end;
+    if (!cfg.opt.overlap_grad_reduce) end += dp_total;
+    step = std::max({step, end, runs[r].dp_done});
+    out.exposed_ep_comm_ns = std::max(out.exposed_ep_comm_ns,
+                                      static_cast<TimeNs>(runs[r].exposed + 0.5));
+  }
+  out.step_ns = static_cast<TimeNs>(step + 0.5);
+  for (int r = 0; r < P; ++r) {
+    out.compute_busy_fraction += step > 0 ? runs[r].busy_compute / step / P : 0.0;
+    out.comm_busy_fraction += step > 0 ? runs[r].busy_comm / step / P : 0.0;
+  }
+  out.num_step_types = static_cast<int>(ws.timings.size() + ws.last_timings.size());
+  const double per_chunk = static_cast<double>(std::max(1, runs[0].total_layers)) / V;
+  out.microbatches_in_flight = activation_peak_layers_fast(cfg, 0, overlapped) / per_chunk;
+  return out;
+}
+
+}  // namespace epo::model
