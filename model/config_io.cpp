@@ -247,13 +247,18 @@ nlohmann::json to_json(const HardwareProfile& h) {
     if (it != h.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
     else j[k] = v;
   };
-  put("num_sms", h.num_sms);
+  auto put_int = [&](const char* k, int v) {
+    auto it = h.sources.find(k);
+    if (it != h.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
+    else j[k] = v;
+  };
+  put_int("num_sms", h.num_sms);
   put("bf16_tflops", h.bf16_tflops);
   put("fp8_tflops", h.fp8_tflops);
   put("hbm_bytes", h.hbm_bytes);
   put("hbm_gbps", h.hbm_gbps);
   put("nvlink_gbps", h.nvlink_gbps);
-  put("nvlink_domain_size", h.nvlink_domain_size);
+  put_int("nvlink_domain_size", h.nvlink_domain_size);
   put("net_gbps", h.net_gbps);
   put("nvlink_latency_us", h.nvlink_latency_us);
   put("net_latency_us", h.net_latency_us);

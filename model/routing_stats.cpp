@@ -63,8 +63,36 @@ double expected_distinct_ranks(const RoutingShape& s) {
   return expected_distinct_units(s, s.num_ranks);
 }
 
+namespace {
+double blom_estimate(int n);
+}  // namespace
+
 double expected_max_std_normal(int n) {
   if (n <= 1) return 0.0;
+  // E[max] = integral of x * n * phi(x) * Phi(x)^(n-1); Simpson's rule, memoised per n.
+  static std::mutex mu;
+  static std::map<int, double> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(n);
+  if (it != cache.end()) return it->second;
+  const int steps = 4000;
+  const double a = -8.0, b = 9.0, h = (b - a) / steps;
+  double sum = 0.0;
+  for (int i = 0; i <= steps; ++i) {
+    const double x = a + i * h;
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    const double f = x * n * phi * std::pow(cdf, n - 1);
+    sum += f * (i == 0 || i == steps ? 1.0 : (i % 2 ? 4.0 : 2.0));
+  }
+  const double v = sum * h / 3.0;
+  cache[n] = v;
+  (void)blom_estimate;
+  return v;
+}
+
+namespace {
+double blom_estimate(int n) {
   // Blom: E[max] ~ Phi^-1((n - 0.375) / (n + 0.25)); inverse normal by Acklam's rational form.
   const double p = (n - 0.375) / (n + 0.25);
   static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
@@ -88,6 +116,7 @@ double expected_max_std_normal(int n) {
   return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
          (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
 }
+}  // namespace
 
 std::vector<double> expert_popularity(int num_experts, RoutingKind kind, double skew,
                                       unsigned seed) {
@@ -115,14 +144,23 @@ double expected_max_load_factor(const RoutingShape& s, RoutingKind kind, double 
   std::vector<double> share(R, 1.0 / R);
   if (kind == RoutingKind::skewed && skew > 0) {
     static std::mutex mu;
-    static std::map<std::tuple<int, int, double, unsigned>, std::vector<double>> cache;
+    static std::map<std::tuple<int, int, int, double, unsigned>, std::vector<double>> cache;
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(E, R, skew, seed);
+    auto key = std::make_tuple(E, k, R, skew, seed);
     auto it = cache.find(key);
     if (it == cache.end()) {
+      // Probability that expert e is among a token's k experts when they are drawn by popularity
+      // without replacement: pi_e ~ 1 - exp(-lambda p_e), lambda such that sum pi_e = k.
       const auto pop = expert_popularity(E, kind, skew, seed);
+      double lo = 0.0, hi = 1e9;
+      for (int iter = 0; iter < 200; ++iter) {
+        const double mid = 0.5 * (lo + hi);
+        double sum = 0;
+        for (double pe : pop) sum += 1.0 - std::exp(-mid * pe);
+        (sum < k ? lo : hi) = mid;
+      }
       std::vector<double> sh(R, 0.0);
-      for (int e = 0; e < E; ++e) sh[e / (E / R)] += pop[e];
+      for (int e = 0; e < E; ++e) sh[e / (E / R)] += (1.0 - std::exp(-lo * pop[e])) / k;
       it = cache.emplace(key, sh).first;
     }
     share = it->second;

@@ -233,6 +233,7 @@ class Builder {
     op.chunk = chunk;
     op.layer = layer;
     op.step = static_cast<int>(s_.steps.size()) - 1;
+    op.layer_step = layer >= 0 ? layer_step_ : -1;
     return op;
   }
 
@@ -280,6 +281,7 @@ class Builder {
   /// TransformerLayerSchedulePlan.run(f_layer, b_layer): reference §3.4 issue order.
   void layer_step(const Side& f, const LayerRef* fl, const Side& b, const LayerRef* bl,
                   bool last_layer_in_bwd) {
+    ++layer_step_;
     const Lane C = Lane::compute, X = Lane::comm;
     const Direction F = Direction::forward, B = Direction::backward, W = Direction::wgrad;
     int b_final = -1;
@@ -345,6 +347,7 @@ class Builder {
     auto fl = [&](int i) { return layer_of(f, i); };
     auto bl = [&](int i) { return layer_of(b, nb - 1 - i); };  // popped from the end
     has_deferred_wgrad_ = false;
+    layer_step_ = -1;
     if (overlapped_) {
       for (int i = 0; i < both; ++i) {
         const LayerRef a = fl(i), c = bl(i);
@@ -412,6 +415,7 @@ class Builder {
   int last_gpu_op_ = -1;
   LayerRef deferred_wgrad_;
   bool has_deferred_wgrad_ = false;
+  int layer_step_ = -1;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ struct ScheduleOp {
   int chunk = -1;            ///< model chunk on this rank (virtual stage), 0..vpp-1; -1 if none
   int layer = -1;            ///< global decoder layer index (MTP layer: num_layers); -1 if none
   int step = -1;             ///< index into Schedule::steps
+  int layer_step = -1;       ///< which layer step of its step (one TransformerLayerSchedulePlan.run)
   int num_waits = 0;
   std::int32_t waits[kMaxWaits] = {-1, -1, -1};  ///< earlier ops of this rank (indices into ops)
   int peer_rank = -1;            ///< send: destination rank; recv: source rank

@@ -1,2 +1,0 @@
-// Replaced as calibration lands.
-namespace epo::calib {}

@@ -1,0 +1,26 @@
+#include "run_epo.hpp"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <sys/wait.h>
+
+namespace epo::test {
+
+RunResult run_epo(const std::string& args) {
+  const char* bin = std::getenv("EPO_BIN");
+  if (!bin) throw std::runtime_error("EPO_BIN is not set (run the tests through ctest)");
+  const std::string cmd = std::string(bin) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + cmd);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace epo::test

@@ -1,0 +1,15 @@
+#pragma once
+// Runs the epo program (path in $EPO_BIN) and captures its exit code and output.
+#include <string>
+
+namespace epo::test {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  ///< stdout and stderr together
+};
+
+/// Runs `epo <args>` through the shell; args are passed verbatim.
+RunResult run_epo(const std::string& args);
+
+}  // namespace epo::test

@@ -1,0 +1,105 @@
+// Golden op costs of the tiny model (h=256, 4 heads x 64, 4 KV heads, 8 experts top-2, expert
+// FFN 128, SwiGLU), seq 1024, mbs 1, tp 1, balanced routing; each value derived by hand.
+#include "catch.hpp"
+#include "model/cost.hpp"
+#include "test_helpers.hpp"
+
+using namespace epo;
+using namespace epo::model;
+
+namespace {
+double part_flops(const OpCost& op, const std::string& name) {
+  for (const auto& c : op.parts)
+    if (c.name == name) return c.flops;
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("tiny model: FLOPs of the forward ops", "[cost]") {
+  const Config cfg = test::tiny_config(4);
+  const StepCosts sc = compute_step_costs(cfg);
+  const OpCost& pd = sc.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  // qkv: 2*T*h*(heads+2*kv)*hd = 2*1024*256*768
+  CHECK(part_flops(pd, "attn.qkv") == Approx(402653184.0));
+  // proj: 2*T*(heads*hd)*h = 2*1024*256*256
+  CHECK(part_flops(pd, "attn.proj") == Approx(134217728.0));
+  // causal core attention: 2*T*S*heads*(dqk+dv)*0.5 = 2*1024*1024*4*128*0.5
+  CHECK(part_flops(pd, "attn.core") == Approx(536870912.0));
+  // router: 2*T*h*E = 2*1024*256*8
+  CHECK(part_flops(pd, "router") == Approx(4194304.0));
+  CHECK(pd.flops == Approx(402653184.0 + 134217728.0 + 536870912.0 + 4194304.0));
+
+  const OpCost& mlp = sc.moe_layer.get(OpKind::mlp, Direction::forward);
+  // balanced: each rank receives T*k = 2048 pairs; fc1 2*2048*256*(2*128), fc2 2*2048*128*256
+  CHECK(part_flops(mlp, "expert.fc1") == Approx(268435456.0));
+  CHECK(part_flops(mlp, "expert.fc2") == Approx(134217728.0));
+  // backward = dgrad + wgrad = 2 x forward GEMM FLOPs
+  CHECK(sc.moe_layer.get(OpKind::mlp, Direction::backward).flops == Approx(2 * 402653184.0));
+}
+
+TEST_CASE("tiny model: bytes sent by the dispatchers", "[cost]") {
+  Config cfg = test::tiny_config(4);
+  // alltoall: T*h*2 bytes per copy, topk copies, 3 of 4 ranks remote: 524288 * 2 * 3/4 = 786432,
+  // plus the fp32 probabilities: T*k*4 * 3/4 = 6144
+  StepCosts sc = compute_step_costs(cfg);
+  const OpCost& a2a = sc.moe_layer.get(OpKind::dispatch, Direction::forward);
+  CHECK(a2a.nvl_bytes == Approx(786432.0 + 6144.0));
+  CHECK(a2a.net_bytes == 0.0);
+  CHECK(a2a.stream == StreamKind::comm);
+  CHECK(a2a.host_blocks);  // dropless alltoall syncs the splits before the dispatch
+
+  // flex: once per distinct destination rank, 4*(1-C(6,2)/C(8,2)) = 13/7 ranks, 3/4 of them
+  // remote: 524288 * 13/7 * 3/4
+  cfg.opt.dispatcher = Dispatcher::flex;
+  sc = compute_step_costs(cfg);
+  const OpCost& flex = sc.moe_layer.get(OpKind::dispatch, Direction::forward);
+  CHECK(flex.nvl_bytes == Approx(524288.0 * 13.0 / 7.0 * 0.75));
+  CHECK(flex.sms == 20);  // DeepEP default
+  cfg.opt.comm_sms = 8;
+  sc = compute_step_costs(cfg);
+  CHECK(sc.moe_layer.get(OpKind::dispatch, Direction::forward).sms == 8);
+}
+
+TEST_CASE("delay_wgrad_compute moves weight gradients into their own ops", "[cost]") {
+  Config cfg = test::tiny_config(4);
+  const StepCosts plain = compute_step_costs(cfg);
+  cfg.opt.overlap_moe_expert_parallel_comm = true;
+  cfg.opt.delay_wgrad_compute = true;
+  const StepCosts delayed = compute_step_costs(cfg);
+  const double before = plain.moe_layer.get(OpKind::mlp, Direction::backward).flops;
+  const double dgrad = delayed.moe_layer.get(OpKind::mlp, Direction::backward).flops;
+  const double wgrad = delayed.moe_layer.get(OpKind::mlp_wgrad, Direction::wgrad).flops;
+  CHECK(dgrad == Approx(before / 2));
+  CHECK(dgrad + wgrad == Approx(before));
+  CHECK(delayed.moe_layer.get(OpKind::pre_dispatch_wgrad, Direction::wgrad).flops > 0);
+  CHECK(plain.moe_layer.get(OpKind::mlp_wgrad, Direction::wgrad).duration_ns == 0);
+}
+
+TEST_CASE("GEMM efficiency falls for small shapes and never exceeds the large-GEMM value", "[cost]") {
+  const Config cfg = test::tiny_config(4);
+  const double big = gemm_tflops(cfg.hw, 8192, 8192, 8192, false);
+  CHECK(big == Approx(cfg.hw.bf16_tflops * cfg.hw.gemm_efficiency));
+  CHECK(gemm_tflops(cfg.hw, 16, 8192, 8192, false) < 0.3 * big);
+  CHECK(gemm_tflops(cfg.hw, 1 << 16, 1 << 16, 1 << 16, false) <= big);
+  CHECK(gemm_tflops(cfg.hw, 8192, 8192, 8192, true) == Approx(2 * big).epsilon(0.01));
+}
+
+TEST_CASE("a communication kernel holding more SMs slows concurrent compute more", "[cost]") {
+  const Config cfg = test::tiny_config(4);
+  const double r8 = compute_rate_under_comm(cfg.hw, LinkClass::local, 8);
+  const double r32 = compute_rate_under_comm(cfg.hw, LinkClass::local, 32);
+  CHECK(compute_rate_under_comm(cfg.hw, LinkClass::local, 0) == 1.0);
+  CHECK(r8 > r32);
+  CHECK(r32 > 0.0);
+  // §6 of the performance anchors: 8 copy blocks cost the GEMM about 20 %.
+  CHECK(r8 == Approx(0.8).margin(0.03));
+}
+
+TEST_CASE("routing imbalance makes the busiest rank slower", "[cost]") {
+  Config cfg = test::tiny_config(4);
+  const double balanced = compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward).flops;
+  cfg.opt.routing.kind = RoutingKind::skewed;
+  cfg.opt.routing.skew = 1.2;
+  const double skewed = compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward).flops;
+  CHECK(skewed > 1.1 * balanced);
+}

@@ -1,0 +1,23 @@
+#include "test_helpers.hpp"
+
+#include "model/config_io.hpp"
+
+namespace epo::test {
+
+model::Config tiny_config(int gpus) {
+  model::Config c;
+  c.model_name = "tiny";
+  c.model = model::load_model_preset("tiny");
+  c.hardware_name = "h100-sxm";
+  c.hw = model::load_hardware_preset("h100-sxm");
+  c.num_gpus = gpus;
+  c.par.ep = gpus;
+  c.par.seq_length = 1024;
+  c.par.micro_batch_size = 1;
+  c.par.global_batch_size = gpus;
+  c.opt.routing.kind = model::RoutingKind::balanced;
+  c.derive_and_check();
+  return c;
+}
+
+}  // namespace epo::test
