@@ -5,4 +5,5 @@ list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   simulate.cpp
   timeline.cpp
   fast_path.cpp
+  trace.cpp
 )
