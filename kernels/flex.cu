@@ -172,22 +172,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block; thread s waits for flags[s] == seq, or records a timeout and gives up.
+// One block; thread s waits for flags[s] == seq, or records a timeout and gives up. The record
+// lives in mapped host memory: one thread of the block claims it through shared memory and writes
+// the status last, after the fields and a system fence, so a host that sees status 1 sees the rest.
 __global__ void __launch_bounds__(kWaitThreads)
     flex_wait_kernel(const uint64_t* flags, int rank, int num_ranks, uint64_t seq,
                      int64_t timeout_cycles, int what, FlexError* error) {
+  __shared__ int claimed;
+  if (threadIdx.x == 0) claimed = 0;
+  __syncthreads();
   const int s = threadIdx.x;
   if (s >= num_ranks) return;
   const long long start = clock64();
   uint64_t seen = detail::ld_acquire_sys(&flags[s]);
   while (seen != seq) {
     if (clock64() - start > timeout_cycles) {
-      if (error != nullptr && atomicCAS(&error->status, 0, 1) == 0) {
-        error->rank = rank;
-        error->src_rank = s;
-        error->what = what;
-        error->expected_seq = seq;
-        error->seen_seq = seen;
+      volatile FlexError* record = error;
+      if (atomicExch(&claimed, 1) == 0 && record->status == 0) {
+        record->rank = rank;
+        record->src_rank = s;
+        record->what = what;
+        record->expected_seq = seq;
+        record->seen_seq = seen;
+        __threadfence_system();
+        record->status = 1;
         __threadfence_system();
       }
       return;

@@ -3,6 +3,7 @@
 // one rank per device) next to the reference pipeline on the host, and compares every stage
 // exactly: slots, counts, received rows and meta, and the combined output (same fma order and
 // rounding points as the references).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -59,10 +60,16 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
 
   std::vector<FlexRank> ranks(num_ranks);
   std::vector<FlexBuffers> table(num_ranks);
+  // One stream per device: the virtual ranks of a device issue all sends, then all waits, in order
+  // on that stream (the mode that must not deadlock).
+  std::vector<cudaStream_t> device_stream(*std::max_element(c.devices.begin(), c.devices.end()) + 1,
+                                          nullptr);
   for (int r = 0; r < num_ranks; ++r) {
     cuda_ok(cudaSetDevice(c.devices[r]), "cudaSetDevice");
     ranks[r].device = c.devices[r];
-    cuda_ok(cudaStreamCreate(&ranks[r].stream), "cudaStreamCreate");
+    if (!device_stream[c.devices[r]])
+      cuda_ok(cudaStreamCreate(&device_stream[c.devices[r]]), "cudaStreamCreate");
+    ranks[r].stream = device_stream[c.devices[r]];
     ranks[r].storage = DeviceBuffer<char>(bytes.total());
     ranks[r].storage.fill_bytes(0);  // flags and done counters start at 0, once
     ranks[r].buffers = carve_flex_buffers(ranks[r].storage.get(), bytes);
@@ -251,10 +258,12 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       CHECK(off == 0);
     }
   }
-  for (auto& r : ranks) {
-    cudaSetDevice(r.device);
-    cudaStreamDestroy(r.stream);
+  for (size_t d = 0; d < device_stream.size(); ++d) {
+    if (!device_stream[d]) continue;
+    cudaSetDevice(static_cast<int>(d));
+    cudaStreamDestroy(device_stream[d]);
   }
+  cudaSetDevice(c.devices[0]);
   cudaFreeHost(error);
 }
 
