@@ -385,6 +385,7 @@ class Builder {
       op.peer_rank = synthetic_ ? -1 : (rank_ + pp_ - 1) % pp_;
       push(op, true, &b);
     }
+    layer_step_ = -1;  // phase n+1 belongs to no layer step
     if (has_deferred_wgrad_) {
       const int idx = layer_op(OpKind::pre_dispatch_wgrad, Direction::wgrad, C, b,
                                deferred_wgrad_, false);
