@@ -23,7 +23,7 @@ struct PredictArgs {
 nlohmann::json op_json(const model::OpCost& op) {
   nlohmann::json parts = nlohmann::json::array();
   for (const auto& c : op.parts)
-    parts.push_back({{"name", c.name}, {"duration_us", c.duration_us}, {"flops", c.flops},
+    parts.push_back({{"name", c.full_name()}, {"duration_us", c.duration_us}, {"flops", c.flops},
                      {"hbm_bytes", c.hbm_bytes}, {"nvl_bytes", c.nvl_bytes},
                      {"net_bytes", c.net_bytes}});
   return {{"op", model::to_string(op.kind)}, {"direction", model::to_string(op.dir)},

@@ -96,11 +96,33 @@ Shapes make_shapes(const Config& cfg) {
   if (m.num_experts > 0) {
     s.local_experts = m.num_experts / p.ep;
     RoutingShape rs{m.num_experts, m.router_topk, m.router_num_groups, m.router_group_topk, p.ep};
-    s.distinct_ranks = expected_distinct_ranks(rs);
-    s.distinct_nodes = expected_distinct_units(rs, s.ep_domains);
+    // The routing statistics depend on few inputs; the planner asks for the same ones again and
+    // again, so the last answer is kept per thread.
+    struct Key {
+      int e, k, g, gk, r, d, kind;
+      double skew, tokens;
+      unsigned seed;
+      bool operator==(const Key& o) const {
+        return e == o.e && k == o.k && g == o.g && gk == o.gk && r == o.r && d == o.d &&
+               kind == o.kind && skew == o.skew && tokens == o.tokens && seed == o.seed;
+      }
+    };
+    thread_local Key last{-1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    thread_local double last_ranks = 0, last_nodes = 0, last_load = 1;
+    const Key key{m.num_experts, m.router_topk, m.router_num_groups, m.router_group_topk, p.ep,
+                  s.ep_domains, static_cast<int>(cfg.opt.routing.kind), cfg.opt.routing.skew,
+                  s.moe_tokens, cfg.opt.routing.seed};
+    if (!(key == last)) {
+      last_ranks = expected_distinct_ranks(rs);
+      last_nodes = expected_distinct_units(rs, s.ep_domains);
+      last_load = expected_max_load_factor(rs, cfg.opt.routing.kind, cfg.opt.routing.skew,
+                                           s.moe_tokens, cfg.opt.routing.seed);
+      last = key;
+    }
+    s.distinct_ranks = last_ranks;
+    s.distinct_nodes = last_nodes;
     s.recv_pairs_mean = s.moe_tokens * m.router_topk;
-    s.load_factor = expected_max_load_factor(rs, cfg.opt.routing.kind, cfg.opt.routing.skew,
-                                             s.moe_tokens, cfg.opt.routing.seed);
+    s.load_factor = last_load;
     if (cfg.opt.capacity_factor > 0)
       s.load_factor = std::min(s.load_factor, cfg.opt.capacity_factor);
     s.recv_pairs = s.recv_pairs_mean * s.load_factor;

@@ -36,13 +36,17 @@ const char* to_string(LinkClass l);
 
 /// One piece of a schedule node, e.g. "attn.qkv", "expert.fc1", "permute", "a2a.tokens".
 struct Component {
-  std::string name;
+  const char* name = "";     ///< static string
+  const char* variant = "";  ///< "", "dgrad", "wgrad", "recompute": what of `name` this is
   Flops flops = 0;
   Bytes hbm_bytes = 0;
   Bytes nvl_bytes = 0;   ///< bytes sent inside the NVLink domain (per GPU, one direction)
   Bytes net_bytes = 0;   ///< bytes sent over the network (per GPU, one direction)
   int num_kernels = 1;
   double duration_us = 0;  ///< alone on the GPU
+
+  /// "name" or "name.variant".
+  std::string full_name() const { return *variant ? std::string(name) + "." + variant : name; }
 };
 
 /// Cost of one schedule node for one layer and one micro-batch, on the slowest rank.

@@ -2,6 +2,7 @@
 // bytes and durations come from the hardware profile.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "model/cost.hpp"
 #include "model/cost_detail.hpp"
@@ -197,7 +198,7 @@ std::vector<Component> shared_expert_gemms(const Builder& b) {
 }
 
 std::vector<Component> renamed(std::vector<Component> v, const char* suffix) {
-  for (auto& c : v) c.name += suffix;
+  for (auto& c : v) c.variant = suffix;
   return v;
 }
 
@@ -241,21 +242,21 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   // Backward: dgrad of every GEMM, core attention backward (~2.5x forward), element-wise x2.
   for (const auto& c : pd_f) {
     Component d = c;
-    d.name += ".dgrad";
-    if (c.name == "attn.core") {
+    d.variant = "dgrad";
+    if (std::strcmp(c.name, "attn.core") == 0) {
       d = b.core_attention("attn.core.bwd", 2.5);
     } else if (c.flops == 0) {
       d.hbm_bytes *= 2;
       d.duration_us = memory_time_us(b.hw_, d.hbm_bytes) + d.num_kernels * b.hw_.kernel_launch_us;
     }
     pd_b.push_back(d);
-    if (c.flops > 0 && c.name != "attn.core") {
+    if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0) {
       Component w = c;
-      w.name += ".wgrad";
+      w.variant = "wgrad";
       (delay ? pd_w : pd_b).push_back(w);
     }
   }
-  if (full_recompute) append(pd_b, renamed(pd_f, ".recompute"));
+  if (full_recompute) append(pd_b, renamed(pd_f, "recompute"));
   else if (selective && (o.recompute_modules.empty() || has_module(o, "core_attn")))
     pd_b.push_back(b.core_attention("attn.core.recompute", 1.0));
   if (selective && has_module(o, "layernorm")) pd_b.push_back(b.mem("norm.recompute", T * h * 2 * 2 / sp));
@@ -291,15 +292,15 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     mlp_f.push_back(b.mem("unpermute", P * h * 2 * 2));
     for (const auto& c : mlp_f) {
       Component d = c;
-      d.name += ".dgrad";
+      d.variant = "dgrad";
       mlp_b.push_back(d);
       if (c.flops > 0) {
         Component w = c;
-        w.name += ".wgrad";
+        w.variant = "wgrad";
         (delay ? mlp_w : mlp_b).push_back(w);
       }
     }
-    if (full_recompute) append(mlp_b, renamed(mlp_f, ".recompute"));
+    if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
     else if (selective && has_module(o, "moe_act")) mlp_b.push_back(b.mem("expert.act.recompute", P * F * (glu + 1) * 2));
   } else {
     const double F = static_cast<double>(m.ffn_hidden_size) / tp;
@@ -310,15 +311,15 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     mlp_f.push_back(b.mem("mlp.bda", T * h * 2 * 3 / sp));
     for (const auto& c : mlp_f) {
       Component d = c;
-      d.name += ".dgrad";
+      d.variant = "dgrad";
       mlp_b.push_back(d);
       if (c.flops > 0) {
         Component w = c;
-        w.name += ".wgrad";
+        w.variant = "wgrad";
         mlp_b.push_back(w);  // dense MLP wgrad is not delayed separately (no dispatch to hide)
       }
     }
-    if (full_recompute) append(mlp_b, renamed(mlp_f, ".recompute"));
+    if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
   }
   L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::forward, StreamKind::compute, mlp_f));
   L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::backward, StreamKind::compute, mlp_b));
@@ -344,7 +345,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       di_f.push_back(b.mem("hybridep.preprocess", s.moe_tokens * m.num_experts * 4 * 2));
     co_f.push_back(b.mem("combine.unpermute+bda", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
     co_b.push_back(b.mem("combine.bda.bwd", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
-    if (full_recompute) append(di_b, renamed(di_f, ".recompute"));
+    if (full_recompute) append(di_b, renamed(di_f, "recompute"));
     const LinkClass link = b.p_.ep > 1 ? b.ep_link() : LinkClass::none;
     const int sms = b.comm_sms();
     for (auto [dir, parts, kind] :
@@ -393,8 +394,10 @@ StepCosts compute_step_costs(const Config& cfg) {
   const double T = b.s_.tokens, h = m.hidden_size, V = m.vocab_size;
   StepCosts sc;
   sc.moe_layer = build_layer(b, m.num_experts > 0, false);
-  sc.dense_layer = build_layer(b, false, false);
-  sc.mtp_layer = build_layer(b, m.num_experts > 0, true);
+  // Dense and MTP layers only where the model has them (the planner evaluates many configs).
+  if (m.first_k_dense_layers > 0 || m.num_experts == 0) sc.dense_layer = build_layer(b, false, false);
+  else sc.dense_layer.is_moe = false;
+  if (m.mtp_num_layers > 0) sc.mtp_layer = build_layer(b, m.num_experts > 0, true);
 
   sc.embedding_fwd = Builder::assemble(OpKind::embedding, Direction::forward, StreamKind::compute,
                                        {b.mem("embedding.lookup", T * h * 2 * 2)});
