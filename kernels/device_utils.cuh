@@ -59,3 +59,39 @@ __device__ __forceinline__ int warp_sum(int value) {
 }
 
 }  // namespace epo::kernels::detail
+
+namespace epo::kernels::detail {
+
+/// acc[0..7] += sum over k < count, in k order, of w_k * rows[row_k][i] (vector i of the row), where
+/// lane k of the warp holds (row_k, w_k) in (my_row, my_weight); row_k < 0 is skipped. Loads are
+/// issued in batches of 8 before any arithmetic so each lane keeps 8 loads in flight. Every lane of
+/// the warp must call this (shuffles); `active` masks lanes past the end of the row.
+__device__ __forceinline__ void accumulate_weighted_rows(const int4* __restrict__ rows,
+                                                         int vecs_per_row, int i, bool active,
+                                                         int my_row, float my_weight, int count,
+                                                         float* acc) {
+  constexpr int kBatch = 8;
+  for (int k0 = 0; k0 < count; k0 += kBatch) {
+    int4 v[kBatch];
+    float w[kBatch];
+    bool ok[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int k = k0 + u;
+      const int row = __shfl_sync(0xffffffffu, my_row, k % kWarpSize);
+      w[u] = __shfl_sync(0xffffffffu, my_weight, k % kWarpSize);
+      ok[u] = active && k < count && row >= 0;
+      if (ok[u]) v[u] = rows[static_cast<int64_t>(row) * vecs_per_row + i];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (!ok[u]) continue;
+      float f[kBf16PerVec];
+      unpack_bf16x8(v[u], f);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) acc[j] = __fmaf_rn(w[u], f[j], acc[j]);
+    }
+  }
+}
+
+}  // namespace epo::kernels::detail

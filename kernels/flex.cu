@@ -154,15 +154,8 @@ __global__ void __launch_bounds__(kThreads)
       const int i = base + lane;
       const bool active = i < a.vecs_per_row;
       float acc[kBf16PerVec] = {};
-      for (int k = 0; k < a.num_topk; ++k) {
-        const int r = __shfl_sync(0xffffffffu, my_row, k);
-        const float w = __shfl_sync(0xffffffffu, my_weight, k);
-        if (r < 0 || !active) continue;
-        float v[kBf16PerVec];
-        detail::unpack_bf16x8(expert_out[static_cast<int64_t>(r) * a.vecs_per_row + i], v);
-#pragma unroll
-        for (int e = 0; e < kBf16PerVec; ++e) acc[e] = __fmaf_rn(w, v[e], acc[e]);
-      }
+      detail::accumulate_weighted_rows(expert_out, a.vecs_per_row, i, active, my_row, my_weight,
+                                       a.num_topk, acc);
       if (active) dst[i] = detail::pack_bf16x8(acc);
     }
   }
@@ -215,22 +208,20 @@ __global__ void __launch_bounds__(kThreads)
     const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * num_ranks;
     const int slot_lo = lane < num_ranks ? slots[lane] : -1;
     const int slot_hi = lane + kWarpSize < num_ranks ? slots[lane + kWarpSize] : -1;
-    const uint64_t mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
-                          static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0)) << 32;
+    // Lane d (and d + 32) holds the row of rank d's partial in combine_x[d][slot], or -1; summing
+    // them with weight 1 in rank order is the reference's plain sum (fma(1, v, acc) == acc + v).
+    const int row_lo = slot_lo >= 0 ? lane * max_tokens + slot_lo : -1;
+    const int row_hi = slot_hi >= 0 ? (lane + kWarpSize) * max_tokens + slot_hi : -1;
     for (int base = 0; base < vecs_per_row; base += kWarpSize) {
       const int i = base + lane;
+      const bool active = i < vecs_per_row;
       float acc[kBf16PerVec] = {};
-      for (uint64_t m = mask; m != 0; m &= m - 1) {
-        const int d = __ffsll(static_cast<long long>(m)) - 1;
-        const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
-        if (i >= vecs_per_row) continue;
-        float v[kBf16PerVec];
-        detail::unpack_bf16x8(
-            combine_x[(static_cast<int64_t>(d) * max_tokens + slot) * vecs_per_row + i], v);
-#pragma unroll
-        for (int e = 0; e < kBf16PerVec; ++e) acc[e] = __fadd_rn(acc[e], v[e]);
-      }
-      if (i < vecs_per_row) out[static_cast<int64_t>(t) * vecs_per_row + i] = detail::pack_bf16x8(acc);
+      detail::accumulate_weighted_rows(combine_x, vecs_per_row, i, active, row_lo, 1.f,
+                                       min(num_ranks, kWarpSize), acc);
+      if (num_ranks > kWarpSize)
+        detail::accumulate_weighted_rows(combine_x, vecs_per_row, i, active, row_hi, 1.f,
+                                         num_ranks - kWarpSize, acc);
+      if (active) out[static_cast<int64_t>(t) * vecs_per_row + i] = detail::pack_bf16x8(acc);
     }
   }
 }

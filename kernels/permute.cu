@@ -39,8 +39,17 @@ __global__ void __launch_bounds__(kThreads)
       continue;
     }
     const int4* in = x + static_cast<int64_t>(src) * vecs_per_row;
-#pragma unroll 4
-    for (int i = lane; i < vecs_per_row; i += kWarpSize) dst[i] = detail::ld_stream(in + i);
+    // Four loads in flight per lane before the stores.
+    constexpr int kUnroll = 4;
+    for (int base = lane; base < vecs_per_row; base += kWarpSize * kUnroll) {
+      int4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (base + u * kWarpSize < vecs_per_row) v[u] = detail::ld_stream(in + base + u * kWarpSize);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (base + u * kWarpSize < vecs_per_row) dst[base + u * kWarpSize] = v[u];
+    }
   }
 }
 
@@ -64,15 +73,8 @@ __global__ void __launch_bounds__(kThreads)
       const int i = base + lane;
       const bool active = i < vecs_per_row;
       float acc[kBf16PerVec] = {};
-      for (int k = 0; k < num_topk; ++k) {
-        const int row = __shfl_sync(0xffffffffu, my_row, k);
-        const float w = __shfl_sync(0xffffffffu, my_weight, k);
-        if (row < 0 || !active) continue;
-        float v[kBf16PerVec];
-        detail::unpack_bf16x8(y[static_cast<int64_t>(row) * vecs_per_row + i], v);
-#pragma unroll
-        for (int j = 0; j < kBf16PerVec; ++j) acc[j] = __fmaf_rn(w, v[j], acc[j]);
-      }
+      detail::accumulate_weighted_rows(y, vecs_per_row, i, active, my_row, my_weight, num_topk,
+                                       acc);
       if (active) out[static_cast<int64_t>(t) * vecs_per_row + i] = detail::pack_bf16x8(acc);
     }
   }

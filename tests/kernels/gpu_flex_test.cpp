@@ -38,12 +38,18 @@ TEST_CASE("flex wait times out with rank, source and what it waited for", "[kern
   REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError), cudaHostAllocMapped) ==
           cudaSuccess);
   *error = FlexError{};
-  // Nobody sends seq 5: rank 1 must give up after about a million cycles and say why.
-  launch_flex_dispatch_wait(1, num_ranks, own, 5, 1'000'000, error, nullptr);
+  // Rank 1 already holds seq 5 from itself, nobody else sends it: rank 1 must give up waiting for
+  // rank 0 after about a million cycles and say so.
+  const uint64_t seq = 5;
+  REQUIRE(cudaMemcpy(own.recv_flag + 1, &seq, sizeof seq, cudaMemcpyHostToDevice) == cudaSuccess);
+  launch_flex_dispatch_wait(1, num_ranks, own, seq, 1'000'000, error, nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   CHECK(error->status == 1);
   CHECK(error->rank == 1);
+  CHECK(error->src_rank == 0);
   CHECK(error->what == 1);
+  CHECK(error->expected_seq == seq);
+  CHECK(error->seen_seq == 0);
   try {
     check_flex_error(error);
     FAIL("no exception");

@@ -19,7 +19,14 @@ namespace {
 
 struct Cublas {
   cublasHandle_t handle = nullptr;
-  Cublas() { REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS); }
+  Cublas() {
+    REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+    // Split-K partial sums stay fp32, so the only bf16 rounding is the output's (the tolerance).
+    REQUIRE(cublasSetMathMode(handle, static_cast<cublasMath_t>(
+                                          CUBLAS_DEFAULT_MATH |
+                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) ==
+            CUBLAS_STATUS_SUCCESS);
+  }
   ~Cublas() { cublasDestroy(handle); }
 };
 
