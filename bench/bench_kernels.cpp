@@ -43,7 +43,8 @@ void add_context(Report& report) {
   report.context("data", "bytes read + written by the kernel (MB = 1e6 B); bw = data / time");
   report.context("bound", "memory rows: cudaMemcpy D2D moving the same data (or a copy kernel with "
                           "the same blocks for sms=N rows); GEMM rows: one dense cuBLAS GEMM of the "
-                          "same FLOPs; of_bound = bound time / time");
+                          "same FLOPs; of_bound = bound time / time; copies over 1 GiB are timed "
+                          "at 1 GiB and scaled");
   report.context("flex", "ep8 virtual ranks on one GPU, all sends then all waits on one stream; "
                          "combine includes the source-side reduction");
   report.context("nvl", "two-GPU rows: data = bytes crossing NVLink per direction; time = the "

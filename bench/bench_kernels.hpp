@@ -55,6 +55,9 @@ class DeviceMem {
 /// Median over `iters` runs of fn (after `warmup` runs), each timed with CUDA events on stream.
 double median_time_us(const std::function<void()>& fn, cudaStream_t stream, const Timing& timing);
 
+/// Copies larger than this are timed at this size and scaled linearly (bandwidth-bound regime).
+constexpr size_t kMaxCopyBytes = size_t{1} << 30;
+
 /// Bound of memory-bound rows: cudaMemcpyAsync device-to-device of `bytes` (reads and writes
 /// `bytes` each), median time in us. Buffers are allocated once and reused.
 double copy_bound_us(size_t bytes, cudaStream_t stream, const Timing& timing);

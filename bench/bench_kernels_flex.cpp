@@ -227,7 +227,8 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     for (int r = 0; r < R; ++r) wait_and_reduce_combine(w, r, num_sms, outs[r]);
   };
 
-  DeviceMem copy_src(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2) + 16),
+  DeviceMem copy_src(std::min<size_t>(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2),
+                                      kMaxCopyBytes) + 16),
       copy_dst(copy_src.bytes());
   std::vector<int> sweep = sm_counts;
   sweep.push_back(num_device_sms);
@@ -244,12 +245,15 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     } else {
       // Same number of blocks as the flex kernels: what `sms` SMs can copy.
       auto copy_with = [&](double bytes) {
+        const size_t half = static_cast<size_t>(bytes / 2) / 16 * 16;
+        const size_t measured = std::min(half, kMaxCopyBytes);
         return median_time_us(
-            [&] {
-              launch_copy_kernel(copy_dst.as<void>(), copy_src.as<void>(),
-                                 static_cast<size_t>(bytes / 2) / 16 * 16, sms, stream);
-            },
-            stream, timing);
+                   [&] {
+                     launch_copy_kernel(copy_dst.as<void>(), copy_src.as<void>(), measured, sms,
+                                        stream);
+                   },
+                   stream, timing) *
+               static_cast<double>(half) / static_cast<double>(std::max<size_t>(measured, 1));
       };
       bound_d = copy_with(dispatch_bytes);
       bound_c = copy_with(combine_bytes);
