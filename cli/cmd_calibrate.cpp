@@ -1,18 +1,146 @@
-// epo calibrate (lands with its issue).
+// epo calibrate bench | fit | report: measure the hardware, fit the cost model's parameters, and
+// show the prediction error before and after.
 #include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "calibration/accuracy.hpp"
+#include "calibration/profile_fit.hpp"
+#include "calibration/samples.hpp"
 #include "cli/commands.hpp"
+#include "executor/microbench.hpp"
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+
+#ifndef EPO_GIT_REVISION
+#define EPO_GIT_REVISION "unknown"
+#endif
 
 namespace epo::cli {
 
+namespace {
+
+struct BenchArgs {
+  std::string out;
+  bool quick = false;
+  int gpus = 1, device = 0;
+};
+
+struct FitArgs {
+  std::vector<std::string> inputs;  // samples file, then measurement files
+  std::string base = "h200-sxm", out, date;
+};
+
+struct ReportArgs {
+  std::string profile, base, json;
+  std::vector<std::string> measurements;
+};
+
+std::string today_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+int run_bench(const BenchArgs& a) {
+  exec::BenchOptions opt;
+  opt.device = a.device;
+  opt.num_gpus = a.gpus;
+  opt.git_revision = EPO_GIT_REVISION;
+  opt.command_line = "epo calibrate bench --out " + a.out + (a.quick ? " --quick" : "") +
+                     " --gpus " + std::to_string(a.gpus) + " --device " + std::to_string(a.device);
+  if (a.quick) {
+    // Enough points for every fit (two SM-limited and two bandwidth-limited copies, GEMMs below
+    // and above the efficiency knee), in about a third of the time.
+    opt.warmup = 2;
+    opt.iters = 5;
+    opt.tokens_per_expert = {16, 64, 256, 1024, 4096};
+    opt.message_bytes = {1LL << 18, 1LL << 22, 1LL << 26};
+  }
+  std::fprintf(stderr, "epo calibrate bench: microbenchmarks on GPU %d (%d GPU(s))%s\n", a.device,
+               a.gpus, a.quick ? ", quick" : "");
+  const nlohmann::json samples = exec::run_calibration_benchmarks(
+      opt, [](int done, int total, const std::string& what) {
+        std::fprintf(stderr, "  [%4d/%4d] %s\n", done, total, what.c_str());
+      });
+  // Check what we are about to write reads back (the fitters' strict reader).
+  const calib::Samples s = calib::samples_from_json(samples, "benchmark output");
+  model::write_json_file(a.out, samples);
+  std::fprintf(stderr, "epo calibrate bench: %zu gemm, %zu copy, %zu transport, %zu contention, "
+               "%zu launch, %zu host_sync samples written to %s\n",
+               s.gemm.size(), s.copy.size(), s.transport.size(), s.contention.size(),
+               s.launch_us.size(), s.host_sync_us.size(), a.out.c_str());
+  for (const auto& u : s.unmeasured) std::fprintf(stderr, "  not measured: %s\n", u.c_str());
+  return 0;
+}
+
+int run_fit(const FitArgs& a) {
+  EPO_REQUIRE_INPUT(!a.inputs.empty(), "epo calibrate fit: give the samples file (from epo "
+                    "calibrate bench), then any measurement files (from epo run --json)");
+  const calib::Samples samples = calib::load_samples_file(a.inputs[0]);
+  std::vector<calib::MeasuredRun> runs;
+  for (size_t i = 1; i < a.inputs.size(); ++i) runs.push_back(calib::load_measurement_file(a.inputs[i]));
+  const model::HardwareProfile base = model::load_hardware_preset(a.base);
+  const calib::ProfileFit pf =
+      calib::fit_profile(base, samples, runs, a.date.empty() ? today_utc() : a.date);
+  std::printf("epo calibrate fit: base %s, samples %s, %zu measured run(s)\n\n", a.base.c_str(),
+              a.inputs[0].c_str(), runs.size());
+  std::fputs(calib::fit_report_text(pf).c_str(), stdout);
+  model::write_json_file(a.out, model::to_json(pf.profile));
+  std::printf("profile written to %s (use it with --profile)\n", a.out.c_str());
+  return 0;
+}
+
+int run_report(const ReportArgs& a) {
+  const model::HardwareProfile profile = model::load_profile_file(a.profile);
+  std::vector<calib::MeasuredRun> runs;
+  for (const auto& f : a.measurements) runs.push_back(calib::load_measurement_file(f));
+  const calib::AccuracyReport rep =
+      calib::accuracy_report(runs, calib::base_hardware(a.base), profile);
+  std::printf("epo calibrate report: %zu run(s); before = base preset%s, after = profile %s\n\n",
+              runs.size(), a.base.empty() ? " named by each run" : (" " + a.base).c_str(),
+              a.profile.c_str());
+  std::fputs(calib::accuracy_report_text(rep).c_str(), stdout);
+  if (!a.json.empty()) model::write_json_file(a.json, calib::to_json(rep));
+  return 0;
+}
+
+}  // namespace
+
 void add_calibrate(CLI::App& app, Runner& run) {
-  auto* sub = app.add_subcommand("calibrate", "not built yet");
-  sub->callback([&run] {
-    run = [] {
-      std::fprintf(stderr, "epo: 'calibrate' is not available in this build yet\n");
-      return 1;
-    };
-  });
+  auto* cal = app.add_subcommand("calibrate", "measure the hardware, fit the cost model, report "
+                                              "the prediction error");
+  cal->require_subcommand(1);
+
+  auto bench = std::make_shared<BenchArgs>();
+  auto* b = cal->add_subcommand("bench", "run the calibration microbenchmarks (GPU build only)");
+  b->add_option("--out", bench->out, "samples JSON to write")->required();
+  b->add_flag("--quick", bench->quick, "fewer sizes and repetitions");
+  b->add_option("--gpus", bench->gpus, "GPUs to use (>= 2 measures NCCL and flex over NVLink)");
+  b->add_option("--device", bench->device, "first GPU");
+  b->callback([bench, &run] { run = [bench] { return run_bench(*bench); }; });
+
+  auto fit = std::make_shared<FitArgs>();
+  auto* f = cal->add_subcommand("fit", "fit the cost model's parameters to samples (and runs)");
+  f->add_option("inputs", fit->inputs, "samples.json [measurement.json ...]")->required();
+  f->add_option("--base", fit->base, "hardware preset the profile starts from");
+  f->add_option("--out", fit->out, "profile JSON to write")->required();
+  f->add_option("--date", fit->date, "date for the provenance (default: today, UTC)");
+  f->callback([fit, &run] { run = [fit] { return run_fit(*fit); }; });
+
+  auto rep = std::make_shared<ReportArgs>();
+  auto* r = cal->add_subcommand("report", "predicted against measured, before and after calibration");
+  r->add_option("--profile", rep->profile, "calibrated profile JSON")->required();
+  r->add_option("measurements", rep->measurements, "measurement JSON files (from epo run --json)")
+      ->required();
+  r->add_option("--base", rep->base, "preset for 'before' (default: each run's hardware)");
+  r->add_option("--json", rep->json, "also write the report as JSON");
+  r->callback([rep, &run] { run = [rep] { return run_report(*rep); }; });
 }
 
 }  // namespace epo::cli

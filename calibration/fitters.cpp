@@ -1,0 +1,413 @@
+#include "calibration/fitters.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "model/cost.hpp"
+#include "model/error.hpp"
+
+namespace epo::calib {
+
+using model::HardwareProfile;
+
+double& profile_field(HardwareProfile& hw, const std::string& name) {
+  if (name == "gemm_efficiency") return hw.gemm_efficiency;
+  if (name == "gemm_half_dim") return hw.gemm_half_dim;
+  if (name == "hbm_efficiency") return hw.hbm_efficiency;
+  if (name == "kernel_launch_us") return hw.kernel_launch_us;
+  if (name == "host_sync_us") return hw.host_sync_us;
+  if (name == "comm_gbps_per_sm") return hw.comm_gbps_per_sm;
+  if (name == "nvlink_efficiency") return hw.nvlink_efficiency;
+  if (name == "nccl_efficiency") return hw.nccl_efficiency;
+  if (name == "nccl_latency_us") return hw.nccl_latency_us;
+  if (name == "local_copy_gbps_per_sm") return hw.local_copy_gbps_per_sm;
+  if (name == "contention_coeff") return hw.contention_coeff;
+  if (name == "contention_exp") return hw.contention_exp;
+  if (name == "nvl_contention_coeff") return hw.nvl_contention_coeff;
+  if (name == "nvl_contention_exp") return hw.nvl_contention_exp;
+  throw EPO_RUNTIME_ERROR("no fitted profile field named '", name, "'");
+}
+
+void apply_fit(HardwareProfile& hw, const Fit& fit) {
+  for (const auto& f : fit.fields)
+    if (f.accepted()) profile_field(hw, f.name) = f.value;
+}
+
+namespace {
+
+std::string fmt(const char* format, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, format, a, b, c, d);
+  return buf;
+}
+
+Fit make_fit(const char* name, const char* formula, const char* unit, const HardwareProfile& hw,
+             std::initializer_list<const char*> fields) {
+  Fit f;
+  f.name = name;
+  f.model = formula;
+  f.unit = unit;
+  HardwareProfile copy = hw;
+  for (const char* n : fields) {
+    FittedField ff;
+    ff.name = n;
+    ff.base = ff.value = profile_field(copy, n);
+    f.fields.push_back(ff);
+  }
+  return f;
+}
+
+/// Refuses every field when there are fewer points than parameters + kExtraPoints.
+bool refuse_if_too_few(Fit& f, int points, const char* what) {
+  const int need = static_cast<int>(f.fields.size()) + kExtraPoints;
+  if (points >= need) return false;
+  for (auto& ff : f.fields)
+    ff.refusal = "too few points: " + std::to_string(points) + " " + what + " sample(s), need at least " +
+                 std::to_string(need);
+  f.quality.num_points = points;
+  return true;
+}
+
+void refuse(FittedField& f, const std::string& why) {
+  if (f.refusal.empty()) f.refusal = why;
+}
+
+/// Residual plot points at the accepted values (refused fields back at their base values).
+template <typename Model>
+void evaluate(Fit& f, const Model& model) {
+  std::vector<double> p;
+  for (const auto& ff : f.fields) p.push_back(ff.accepted() ? ff.value : ff.base);
+  f.fitted.clear();
+  for (size_t i = 0; i < f.measured.size(); ++i) f.fitted.push_back(model(p, i));
+  f.quality = fit_quality(f.measured, f.fitted);
+}
+
+Fit fit_mean(const char* name, const char* field, const std::vector<double>& xs,
+             const HardwareProfile& hw, double max_us) {
+  Fit f = make_fit(name, "mean of the samples", "us", hw, {field});
+  f.source = std::to_string(xs.size()) + " " + name + " samples";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    f.labels.push_back("#" + std::to_string(i));
+    f.measured.push_back(xs[i]);
+  }
+  if (refuse_if_too_few(f, static_cast<int>(xs.size()), name)) return f;
+  double mean = 0;
+  for (double x : xs) mean += x;
+  mean /= static_cast<double>(xs.size());
+  f.fields[0].value = mean;
+  if (mean > max_us) refuse(f.fields[0], fmt("%.4g us is above the plausible %.4g us", mean, max_us));
+  evaluate(f, [&](const std::vector<double>& p, size_t) { return p[0]; });
+  return f;
+}
+
+/// A point of a bandwidth-limited transfer: t = fixed + bytes / min(sms * per_sm, cap).
+struct BwPoint {
+  double bytes = 0, sms = 0, fixed_us = 0, time_us = 0;
+};
+
+double bw_time(const BwPoint& q, double per_sm_gbps, double cap_gbps) {
+  return q.fixed_us + q.bytes / (std::min(q.sms * per_sm_gbps, cap_gbps) * 1e3);
+}
+
+/// Fits (per_sm_gbps, efficiency) of t = fixed + bytes / min(sms * per_sm, peak * efficiency *
+/// cap_scale) and judges each: a parameter needs at least two points limited by it.
+void fit_bandwidth(Fit& f, const std::vector<BwPoint>& pts, double peak_gbps, double cap_scale,
+                   double max_per_sm) {
+  NonlinearProblem pb;
+  pb.lower = Eigen::Vector2d(0.1, 1e-4);
+  pb.upper = Eigen::Vector2d(1e5, 10.0);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    Eigen::VectorXd r(pts.size());
+    for (size_t i = 0; i < pts.size(); ++i)
+      r(i) = bw_time(pts[i], p(0), peak_gbps * p(1) * cap_scale) / pts[i].time_us - 1.0;
+    return r;
+  };
+  const auto res = levenberg_marquardt(pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
+  f.fields[0].value = res.params(0);
+  f.fields[1].value = res.params(1);
+  int per_sm_limited = 0, cap_limited = 0;
+  for (const auto& q : pts)
+    (q.sms * res.params(0) < peak_gbps * res.params(1) * cap_scale ? per_sm_limited : cap_limited)++;
+  if (per_sm_limited < 2)
+    refuse(f.fields[0], "only " + std::to_string(per_sm_limited) +
+                            " sample(s) limited by the SMs held; need at least 2 (sweep fewer SMs)");
+  if (cap_limited < 2)
+    refuse(f.fields[1], "only " + std::to_string(cap_limited) +
+                            " sample(s) limited by the bandwidth cap; need at least 2 (sweep more SMs)");
+  if (res.params(1) > 1.0)
+    refuse(f.fields[1], fmt("%.4g > 1: bandwidth above the datasheet peak of %.4g GB/s",
+                            res.params(1), peak_gbps));
+  if (res.params(0) > max_per_sm)
+    refuse(f.fields[0], fmt("%.4g GB/s per SM is above the plausible %.4g", res.params(0), max_per_sm));
+  evaluate(f, [&](const std::vector<double>& p, size_t i) {
+    return bw_time(pts[i], p[0], peak_gbps * p[1] * cap_scale);
+  });
+}
+
+/// After a refusal in a fit whose parameters are coupled, fits the accepted ones again with the
+/// refused ones held at their base values, so that no accepted value leans on a refused one.
+void refit_accepted(Fit& f, const NonlinearProblem& pb) {
+  std::vector<int> free_idx;
+  Eigen::VectorXd full(static_cast<Eigen::Index>(f.fields.size()));
+  for (size_t i = 0; i < f.fields.size(); ++i) {
+    full(i) = f.fields[i].accepted() ? f.fields[i].value : f.fields[i].base;
+    if (f.fields[i].accepted()) free_idx.push_back(static_cast<int>(i));
+  }
+  if (free_idx.empty() || free_idx.size() == f.fields.size()) return;
+  NonlinearProblem sub;
+  const auto n = static_cast<Eigen::Index>(free_idx.size());
+  sub.lower.resize(n);
+  sub.upper.resize(n);
+  Eigen::VectorXd start(n);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    sub.lower(j) = pb.lower(free_idx[j]);
+    sub.upper(j) = pb.upper(free_idx[j]);
+    start(j) = full(free_idx[j]);
+  }
+  sub.residuals = [&](const Eigen::VectorXd& q) {
+    Eigen::VectorXd p = full;
+    for (Eigen::Index j = 0; j < n; ++j) p(free_idx[j]) = q(j);
+    return pb.residuals(p);
+  };
+  const auto res = levenberg_marquardt(sub, start);
+  for (Eigen::Index j = 0; j < n; ++j) f.fields[free_idx[j]].value = res.params(j);
+}
+
+std::string bytes_label(double bytes) {
+  if (bytes >= 1 << 30) return fmt("%.3gGiB", bytes / (1 << 30));
+  if (bytes >= 1 << 20) return fmt("%.3gMiB", bytes / (1 << 20));
+  return fmt("%.3gKiB", bytes / 1024);
+}
+
+}  // namespace
+
+Fit fit_launch(const HardwareProfile& hw, const Samples& s) {
+  return fit_mean("launch", "kernel_launch_us", s.launch_us, hw, 1e3);
+}
+
+Fit fit_host_sync(const HardwareProfile& hw, const Samples& s) {
+  return fit_mean("host_sync", "host_sync_us", s.host_sync_us, hw, 1e4);
+}
+
+Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
+  Fit f = make_fit("copy",
+                   "t = launch + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2)",
+                   "us", hw, {"local_copy_gbps_per_sm", "hbm_efficiency"});
+  std::vector<BwPoint> pts;
+  for (const auto& c : s.copy) {
+    pts.push_back({c.bytes, static_cast<double>(c.sms), hw.kernel_launch_us, c.time_us});
+    f.labels.push_back("copy " + bytes_label(c.bytes) + " sms=" + std::to_string(c.sms));
+  }
+  int local = 0;
+  for (const auto& t : s.transport) {
+    if (t.kind != TransportKind::local) continue;
+    // All ep virtual ranks copy their remote share at once, each holding t.sms SMs (cost_ops.cpp).
+    const double bytes = t.bytes_per_rank * (t.ep - 1);
+    const double sms = std::min<double>(hw.num_sms, double(t.ep) * t.sms);
+    pts.push_back({bytes, sms, hw.kernel_launch_us, t.time_us});
+    f.labels.push_back("local ep=" + std::to_string(t.ep) + " " + bytes_label(t.bytes_per_rank) +
+                       " sms=" + std::to_string(t.sms));
+    ++local;
+  }
+  for (const auto& q : pts) f.measured.push_back(q.time_us);
+  f.source = std::to_string(s.copy.size()) + " copy + " + std::to_string(local) +
+             " local transport samples";
+  if (refuse_if_too_few(f, static_cast<int>(pts.size()), "copy/local transport")) return f;
+  fit_bandwidth(f, pts, hw.hbm_gbps, 0.5, 1e3);
+  return f;
+}
+
+Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
+  Fit f = make_fit("gemm",
+                   "t = launch + max(flops / (peak * eff(m,n,k)), bytes / hbm); eff = "
+                   "gemm_efficiency * prod f(d)/f(8192), f(x) = x/(x+gemm_half_dim)",
+                   "us", hw, {"gemm_efficiency", "gemm_half_dim"});
+  int grouped = 0, small = 0;
+  double max_rate = 0;
+  for (const auto& g : s.gemm) {
+    f.measured.push_back(g.time_us);
+    f.labels.push_back(g.grouped ? fmt("grouped %gx[%g,%g,%g]", g.count, g.m, g.n, g.k)
+                                 : fmt("gemm %gx%gx%g", g.m, g.n, g.k));
+    grouped += g.grouped;
+    if (std::min({g.m, g.n, g.k}) < 4096) ++small;
+    max_rate = std::max(max_rate, 2.0 * g.m * g.n * g.k * g.count / (g.time_us * 1e6));
+  }
+  f.source = std::to_string(s.gemm.size() - grouped) + " gemm + " + std::to_string(grouped) +
+             " grouped_gemm samples";
+  if (refuse_if_too_few(f, static_cast<int>(s.gemm.size()), "gemm/grouped_gemm")) return f;
+  auto model_time = [&](double e, double h, const GemmSample& g) {
+    HardwareProfile x = hw;
+    x.gemm_efficiency = e;
+    x.gemm_half_dim = h;
+    const double flops = 2.0 * g.m * g.n * g.k * g.count;
+    const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
+    return std::max(flops / (model::gemm_tflops(x, g.m, g.n, g.k, false) * 1e6),
+                    model::memory_time_us(x, bytes)) +
+           hw.kernel_launch_us;
+  };
+  NonlinearProblem pb;
+  pb.lower = Eigen::Vector2d(1e-4, 0.0);
+  pb.upper = Eigen::Vector2d(10.0, 1e5);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    Eigen::VectorXd r(s.gemm.size());
+    for (size_t i = 0; i < s.gemm.size(); ++i)
+      r(i) = model_time(p(0), p(1), s.gemm[i]) / s.gemm[i].time_us - 1.0;
+    return r;
+  };
+  const auto res = levenberg_marquardt(pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
+  f.fields[0].value = res.params(0);
+  f.fields[1].value = res.params(1);
+  if (max_rate > hw.bf16_tflops)
+    refuse(f.fields[0], fmt("a sample runs at %.4g TFLOP/s, above the datasheet peak %.4g: "
+                            "check the samples", max_rate, hw.bf16_tflops));
+  if (res.params(0) > 1.0)
+    refuse(f.fields[0], fmt("%.4g > 1: a GEMM rate above the datasheet peak of %.4g TFLOP/s",
+                            res.params(0), hw.bf16_tflops));
+  if (small < 2)
+    refuse(f.fields[1], "only " + std::to_string(small) +
+                            " sample(s) with a dimension below 4096; the fall-off is not determined");
+  else if (res.params(1) >= 1e5 * 0.999)
+    refuse(f.fields[1], fmt("%.4g runs to the bound of the search", res.params(1)));
+  refit_accepted(f, pb);
+  if (f.fields[0].accepted() && f.fields[0].value > 1.0)
+    refuse(f.fields[0], fmt("%.4g > 1: a GEMM rate above the datasheet peak of %.4g TFLOP/s",
+                            f.fields[0].value, hw.bf16_tflops));
+  evaluate(f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], s.gemm[i]); });
+  return f;
+}
+
+Fit fit_nccl(const HardwareProfile& hw, const Samples& s) {
+  Fit f = make_fit("nccl", "t = nccl_latency_us + bytes * (ep-1)/ep / (nvlink_gbps * nccl_efficiency)",
+                   "us", hw, {"nccl_latency_us", "nccl_efficiency"});
+  std::vector<const TransportSample*> pts;
+  for (const auto& t : s.transport)
+    if (t.kind == TransportKind::nccl) pts.push_back(&t);
+  for (const auto* t : pts) {
+    f.measured.push_back(t->time_us);
+    f.labels.push_back("nccl ep=" + std::to_string(t->ep) + " " + bytes_label(t->bytes_per_rank));
+  }
+  f.source = std::to_string(pts.size()) + " nccl transport samples";
+  if (refuse_if_too_few(f, static_cast<int>(pts.size()), "nccl transport")) return f;
+  Eigen::MatrixXd a(pts.size(), 2);
+  Eigen::VectorXd y(pts.size());
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const double remote = pts[i]->bytes_per_rank * (pts[i]->ep - 1.0) / pts[i]->ep;
+    a(i, 0) = 1.0;
+    a(i, 1) = remote / (hw.nvlink_gbps * 1e3);
+    y(i) = pts[i]->time_us;
+  }
+  const Eigen::VectorXd c = relative_linear_fit(a, y);
+  f.fields[0].value = c(0);
+  f.fields[1].value = c(1) > 0 ? 1.0 / c(1) : 0.0;
+  if (c(0) < 0) refuse(f.fields[0], fmt("%.4g us: a negative latency", c(0)));
+  if (c(1) <= 0) refuse(f.fields[1], "time does not grow with the message size");
+  else if (1.0 / c(1) > 1.0)
+    refuse(f.fields[1], fmt("%.4g > 1: bandwidth above NVLink's %.4g GB/s", 1.0 / c(1), hw.nvlink_gbps));
+  NonlinearProblem pb;
+  pb.lower = Eigen::Vector2d(-1e4, 1e-4);
+  pb.upper = Eigen::Vector2d(1e4, 10.0);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    Eigen::VectorXd r(pts.size());
+    for (size_t i = 0; i < pts.size(); ++i) r(i) = (p(0) + a(i, 1) / p(1)) / y(i) - 1.0;
+    return r;
+  };
+  refit_accepted(f, pb);
+  if (f.fields[1].accepted() && f.fields[1].value > 1.0)
+    refuse(f.fields[1], fmt("%.4g > 1: bandwidth above NVLink's %.4g GB/s", f.fields[1].value, hw.nvlink_gbps));
+  evaluate(f, [&](const std::vector<double>& p, size_t i) {
+    return p[0] + a(i, 1) / p[1];
+  });
+  return f;
+}
+
+Fit fit_flex(const HardwareProfile& hw, const Samples& s) {
+  Fit f = make_fit("flex",
+                   "t = nvlink_latency + launch + bytes*(ep-1)/ep / min(sms * comm_gbps_per_sm, "
+                   "nvlink_gbps * nvlink_efficiency)",
+                   "us", hw, {"comm_gbps_per_sm", "nvlink_efficiency"});
+  std::vector<BwPoint> pts;
+  for (const auto& t : s.transport) {
+    if (t.kind != TransportKind::flex) continue;
+    pts.push_back({t.bytes_per_rank * (t.ep - 1.0) / t.ep, static_cast<double>(t.sms),
+                   hw.nvlink_latency_us + hw.kernel_launch_us, t.time_us});
+    f.labels.push_back("flex ep=" + std::to_string(t.ep) + " " + bytes_label(t.bytes_per_rank) +
+                       " sms=" + std::to_string(t.sms));
+    f.measured.push_back(t.time_us);
+  }
+  f.source = std::to_string(pts.size()) + " flex transport samples";
+  if (refuse_if_too_few(f, static_cast<int>(pts.size()), "flex transport")) return f;
+  fit_bandwidth(f, pts, hw.nvlink_gbps, 1.0, 1e3);
+  return f;
+}
+
+Fit fit_contention(const HardwareProfile& hw, const Samples& s, ContentionLink link) {
+  const bool local = link == ContentionLink::local;
+  Fit f = local ? make_fit("contention.local", "compute rate = 1 - contention_coeff * sms^contention_exp",
+                           "rate", hw, {"contention_coeff", "contention_exp"})
+                : make_fit("contention.nvlink",
+                           "compute rate = 1 - nvl_contention_coeff * sms^nvl_contention_exp", "rate",
+                           hw, {"nvl_contention_coeff", "nvl_contention_exp"});
+  std::vector<double> sms;
+  int skipped = 0;
+  for (const auto& c : s.contention) {
+    if (c.link != link) continue;
+    // The rate is defined while the communication runs inside the GEMMs' span (perf_anchors §6).
+    if (c.comm_alone_us >= c.gemm_alone_us || c.together_us < c.comm_alone_us) {
+      ++skipped;
+      continue;
+    }
+    sms.push_back(c.comm_sms);
+    f.measured.push_back(c.compute_rate());
+    f.labels.push_back("sms=" + std::to_string(c.comm_sms));
+  }
+  f.source = std::to_string(sms.size()) + (local ? " local" : " nvlink") + " contention samples";
+  if (skipped > 0)
+    f.source += " (" + std::to_string(skipped) + " left out: communication not shorter than the GEMMs)";
+  if (refuse_if_too_few(f, static_cast<int>(sms.size()), local ? "local contention" : "nvlink contention"))
+    return f;
+  // Start from the log-linear fit of loss = a c^b on the points that lost rate.
+  Eigen::Vector2d start(f.fields[0].base, f.fields[1].base);
+  {
+    std::vector<std::pair<double, double>> lp;
+    for (size_t i = 0; i < sms.size(); ++i)
+      if (1.0 - f.measured[i] > 1e-3) lp.push_back({std::log(sms[i]), std::log(1.0 - f.measured[i])});
+    if (lp.size() >= 2) {
+      Eigen::MatrixXd a(lp.size(), 2);
+      Eigen::VectorXd y(lp.size());
+      for (size_t i = 0; i < lp.size(); ++i) {
+        a(i, 0) = 1.0;
+        a(i, 1) = lp[i].first;
+        y(i) = lp[i].second;
+      }
+      const Eigen::VectorXd c = a.colPivHouseholderQr().solve(y);
+      if (std::isfinite(c(0)) && std::isfinite(c(1))) start = Eigen::Vector2d(std::exp(c(0)), c(1));
+    }
+  }
+  NonlinearProblem pb;
+  pb.lower = Eigen::Vector2d(0.0, 0.0);
+  pb.upper = Eigen::Vector2d(5.0, 4.0);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    Eigen::VectorXd r(sms.size());
+    for (size_t i = 0; i < sms.size(); ++i) r(i) = 1.0 - p(0) * std::pow(sms[i], p(1)) - f.measured[i];
+    return r;
+  };
+  const auto res = levenberg_marquardt(pb, start);
+  f.fields[0].value = res.params(0);
+  f.fields[1].value = res.params(1);
+  if (res.params(0) > 1.0) refuse(f.fields[0], fmt("%.4g > 1: more than the whole rate lost per SM", res.params(0)));
+  if (res.params(1) > 2.0) refuse(f.fields[1], fmt("%.4g > 2: outside the model's range", res.params(1)));
+  double lo = 1e300, hi = 0.0;
+  for (double x : sms) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  if (hi < 2.0 * lo) refuse(f.fields[1], "the SM counts span less than a factor 2; the exponent is not determined");
+  refit_accepted(f, pb);
+  if (f.fields[0].accepted() && f.fields[0].value > 1.0)
+    refuse(f.fields[0], fmt("%.4g > 1: more than the whole rate lost per SM", f.fields[0].value));
+  evaluate(f, [&](const std::vector<double>& p, size_t i) { return 1.0 - p[0] * std::pow(sms[i], p[1]); });
+  return f;
+}
+
+}  // namespace epo::calib

@@ -1,0 +1,191 @@
+#include "calibration/measurement.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+#include "model/json_reader.hpp"
+#include "model/prediction.hpp"
+
+namespace epo::calib {
+
+using model::JsonReader;
+
+namespace {
+
+constexpr model::OpKind kOpKinds[] = {
+    model::OpKind::pre_dispatch, model::OpKind::dispatch,          model::OpKind::mlp,
+    model::OpKind::combine,      model::OpKind::mlp_wgrad,         model::OpKind::pre_dispatch_wgrad,
+    model::OpKind::mtp_post,     model::OpKind::embedding,         model::OpKind::lm_head_loss,
+    model::OpKind::pp_send_recv, model::OpKind::dp_grad_reduce};
+
+bool known_op(const std::string& name) {
+  for (auto k : kOpKinds)
+    if (name == model::to_string(k)) return true;
+  return false;
+}
+
+double number(const nlohmann::json& v, const std::string& where, const std::string& key) {
+  if (!v.is_number())
+    throw EPO_INPUT_ERROR(where, ": key '", key, "' has value ", v.dump(), ", expected a number");
+  return v.get<double>();
+}
+
+struct OpAccumulator {
+  double sum = 0;
+  int n = 0;
+};
+
+}  // namespace
+
+MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& where) {
+  JsonReader r(j, where);
+  r.require_int("schema_version", 1, MeasuredRun::kSchemaVersion);
+  const std::string kind = r.require_string("kind");
+  if (kind != "measurement")
+    throw EPO_INPUT_ERROR(where, ": kind = '", kind, "': expected 'measurement' (from epo run --json)");
+  MeasuredRun m;
+  m.file = where;
+  if (r.has("context")) m.context = r.member("context");
+  if (r.has("prediction")) r.member("prediction");  // what epo run predicted; recomputed here
+  m.config = model::config_from_json(r.member("config"), where + " (config)");
+  m.config.derive_and_check();
+  if (r.has("run")) {
+    m.run = r.member("run");
+    if (!m.run.is_object()) throw EPO_INPUT_ERROR(where, ": run: expected an object");
+    if (m.run.contains("layers")) {
+      const double layers = number(m.run["layers"], where, "run.layers");
+      EPO_REQUIRE_INPUT(layers >= 0 && layers <= m.config.model.num_layers, where, ": run.layers = ",
+                        layers, " is out of range (0 .. ", m.config.model.num_layers, ")");
+      m.layers = static_cast<int>(layers);
+    }
+  }
+
+  // Ops: per-op means from the baseline schedule (ops alone) when it was run.
+  std::map<std::string, OpAccumulator> base_acc, all_acc;
+  if (r.has("ops")) {
+    const auto& ops = r.member("ops");
+    if (!ops.is_array()) throw EPO_INPUT_ERROR(where, ": ops: expected an array");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      JsonReader o(ops[i], where, "ops[" + std::to_string(i) + "]");
+      o.require_int("rank", 0);
+      o.require_int("step", 0);
+      const std::string schedule = o.require_string("schedule");
+      const std::string op = o.require_string("op");
+      const std::string dir = o.require_string("direction");
+      o.require_int("mb", -1);
+      o.require_int("layer", -1);
+      o.require_string("stream");
+      const double start = o.require_double("start_us");
+      const double end = o.require_double("end_us", start);
+      o.finish();
+      if (schedule != "baseline" && schedule != "overlapped")
+        throw EPO_INPUT_ERROR(where, ": ", o.key_path("schedule"), " = '", schedule,
+                              "': expected baseline or overlapped");
+      if (!known_op(op))
+        throw EPO_INPUT_ERROR(where, ": ", o.key_path("op"), " = '", op, "': not an op of the schedule");
+      if (op == "embedding") m.has_embedding = true;
+      if (op == "lm_head_loss") m.has_lm_head = true;
+      const std::string key = op + "/" + dir;
+      auto& a = schedule == "baseline" ? base_acc[key] : all_acc[key];
+      a.sum += end - start;
+      a.n += 1;
+    }
+  }
+
+  JsonReader s = r.object("summary");
+  // The summary belongs to the executor and gains figures over time: read what the report uses.
+  m.step_time_us = s.require_double("step_time_us", 0);
+  m.baseline_step_time_us = s.get_double("baseline_step_time_us", 0, 0);
+  m.overlap_gain = s.get_double("overlap_gain", 0);
+  m.exposed_comm_us = s.get_double("exposed_comm_us", 0, 0);
+  m.baseline_exposed_comm_us = s.get_double("baseline_exposed_comm_us", 0, 0);
+  const nlohmann::json& summary = j.at("summary");
+  if (summary.contains("peak_memory_bytes")) {
+    const auto& pm = summary["peak_memory_bytes"];
+    if (pm.is_array()) {
+      for (const auto& v : pm) m.peak_memory_bytes = std::max(m.peak_memory_bytes, number(v, where, "summary.peak_memory_bytes[]"));
+    } else {
+      m.peak_memory_bytes = number(pm, where, "summary.peak_memory_bytes");
+    }
+  }
+  if (!base_acc.empty()) {
+    for (const auto& [k, a] : base_acc) m.op_mean_us[k] = a.sum / a.n;
+  } else if (summary.contains("op_mean_us") && summary["op_mean_us"].is_object()) {
+    for (const auto& it : summary["op_mean_us"].items())
+      m.op_mean_us[it.key()] = number(it.value(), where, "summary.op_mean_us." + it.key());
+  } else {
+    for (const auto& [k, a] : all_acc) m.op_mean_us[k] = a.sum / a.n;
+  }
+  if (m.baseline_step_time_us <= 0 && !m.config.opt.overlap_moe_expert_parallel_comm)
+    m.baseline_step_time_us = m.step_time_us;
+  r.finish();
+  return m;
+}
+
+MeasuredRun load_measurement_file(const std::string& path) {
+  return measurement_from_json(model::read_json_file(path), path);
+}
+
+model::Config measured_config(const MeasuredRun& m, const model::HardwareProfile& hw) {
+  model::Config c = m.config;
+  c.hw = hw;
+  c.hardware_name = hw.name;
+  if (m.layers > 0) {
+    c.model.num_layers = m.layers;
+    c.model.first_k_dense_layers = std::min(c.model.first_k_dense_layers, m.layers);
+  }
+  // The executor runs decoder layers only (no MTP).
+  c.model.mtp_num_layers = 0;
+  if (!m.has_embedding && !m.has_lm_head) c.model.vocab_size = 1;
+  c.derive_and_check();
+  return c;
+}
+
+RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw) {
+  const model::Config c = measured_config(m, hw);
+  const model::Prediction p = model::predict(c);
+  RunPrediction out;
+  const auto& layer = c.model.num_experts > 0 ? p.costs.moe_layer : p.costs.dense_layer;
+  for (const auto& op : layer.ops)
+    if (op.duration_ns > 0)
+      out.op_mean_us[std::string(model::to_string(op.kind)) + "/" + model::to_string(op.dir)] =
+          op.duration_us();
+  // What the prediction still holds of the stages that were not executed (a vocabulary of 1 still
+  // launches their kernels), per micro-batch on the compute stream.
+  double unexecuted_us = 0;
+  if (!m.has_embedding) unexecuted_us += p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us();
+  else {
+    out.op_mean_us["embedding/forward"] = p.costs.embedding_fwd.duration_us();
+    out.op_mean_us["embedding/backward"] = p.costs.embedding_bwd.duration_us();
+  }
+  if (!m.has_lm_head) unexecuted_us += p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
+  else {
+    out.op_mean_us["lm_head_loss/forward"] = p.costs.lm_head_fwd.duration_us();
+    out.op_mean_us["lm_head_loss/backward"] = p.costs.lm_head_bwd.duration_us();
+  }
+  const double removed = unexecuted_us * std::max(1, c.par.num_microbatches());
+  out.step_time_us = std::max(0.0, p.step_time_us - removed);
+  out.baseline_step_time_us = std::max(0.0, p.baseline_step_time_us - removed);
+  out.overlap_gain = out.step_time_us > 0 ? out.baseline_step_time_us / out.step_time_us - 1.0 : 0.0;
+  out.exposed_comm_us = p.exposed_comm_us;
+  out.baseline_exposed_comm_us = p.baseline_exposed_comm_us;
+  out.peak_memory_bytes = p.memory.total_bytes;
+  return out;
+}
+
+std::string run_label(const MeasuredRun& m) {
+  const auto& c = m.config;
+  std::ostringstream os;
+  os << c.model_name << " r" << (c.virtual_ranks > 0 ? c.virtual_ranks : c.num_gpus)
+     << (c.virtual_ranks > 0 ? "v " : " ") << model::to_string(c.opt.dispatcher);
+  if (c.opt.dispatcher == model::Dispatcher::flex) os << "/" << model::to_string(c.opt.flex_backend);
+  os << (c.opt.overlap_moe_expert_parallel_comm ? " ovl" : " base");
+  if (c.opt.delay_wgrad_compute) os << "+dw";
+  os << " seq" << c.par.seq_length << " " << model::to_string(c.opt.routing.kind);
+  if (m.layers > 0) os << " L" << m.layers;
+  return os.str();
+}
+
+}  // namespace epo::calib

@@ -1,0 +1,65 @@
+#pragma once
+// A measured run as `epo run --json` writes it ({"schema_version":1,"kind":"measurement",
+// "context","config","run","ops","summary","prediction"}) and the prediction of the same work:
+// the measurement may cover only a few decoder layers (run.layers) and no embedding or LM head,
+// so the configuration predicted is reduced to what was measured.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+
+namespace epo::calib {
+
+struct MeasuredRun {
+  static constexpr int kSchemaVersion = 1;
+  std::string file;
+  nlohmann::json context = nlohmann::json::object();
+  nlohmann::json run = nlohmann::json::object();
+  model::Config config;  ///< the configuration as given in the file (all the model's layers)
+  int layers = 0;        ///< run.layers: decoder layers executed (0 = all)
+  /// Mean duration per op, keyed "dispatch/forward": from the baseline schedule's records when
+  /// there are any (ops alone, not slowed by a concurrent op), else summary.op_mean_us.
+  std::map<std::string, double> op_mean_us;
+  double step_time_us = 0;
+  double baseline_step_time_us = 0;  ///< 0 when not measured
+  double overlap_gain = 0;
+  double exposed_comm_us = 0;
+  double baseline_exposed_comm_us = 0;
+  double peak_memory_bytes = 0;      ///< max over ranks; 0 when not measured
+  bool has_embedding = false;        ///< embedding ops were executed
+  bool has_lm_head = false;          ///< LM head + loss ops were executed
+};
+
+/// Strict reading (unknown top-level, op and summary keys are errors); context, run and prediction
+/// are kept as they are.
+MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& where);
+MeasuredRun load_measurement_file(const std::string& path);
+
+/// The configuration whose prediction describes the measured work, on hardware `hw`: run.layers
+/// decoder layers (dense leading layers capped to them), no MTP layers, and when neither the
+/// embedding nor the LM head was executed a vocabulary of 1 (their cost is removed from the
+/// prediction by predict_measured). Re-derived and checked.
+model::Config measured_config(const MeasuredRun& m, const model::HardwareProfile& hw);
+
+/// Predicted figures of a measured run, named as the measurement's.
+struct RunPrediction {
+  std::map<std::string, double> op_mean_us;  ///< "dispatch/forward" -> one layer, one micro-batch
+  double step_time_us = 0;
+  double baseline_step_time_us = 0;
+  double overlap_gain = 0;
+  double exposed_comm_us = 0;
+  double baseline_exposed_comm_us = 0;
+  double peak_memory_bytes = 0;
+};
+
+/// model::predict() of measured_config(m, hw), with the embedding and head time taken out of the
+/// step times when they were not executed.
+RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw);
+
+/// Short description of a run for tables: "tiny r4 alltoall ovl+dw seq1024 skewed L2".
+std::string run_label(const MeasuredRun& m);
+
+}  // namespace epo::calib

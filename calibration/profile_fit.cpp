@@ -1,0 +1,236 @@
+#include "calibration/profile_fit.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "model/cost.hpp"
+#include "model/error.hpp"
+
+namespace epo::calib {
+
+using model::HardwareProfile;
+
+namespace {
+
+bool is_compute_op(const std::string& key) {
+  return key.rfind("pre_dispatch/", 0) == 0 || key.rfind("mlp/", 0) == 0 ||
+         key.rfind("mlp_wgrad/", 0) == 0 || key.rfind("pre_dispatch_wgrad/", 0) == 0;
+}
+
+bool is_comm_op(const std::string& key) {
+  return key.rfind("dispatch/", 0) == 0 || key.rfind("combine/", 0) == 0;
+}
+
+/// Whether a run's communication ops depend on `field`.
+bool comm_run_uses(const MeasuredRun& r, const std::string& field) {
+  const auto& c = r.config;
+  if (field == "local_copy_gbps_per_sm") return c.virtual_ranks > 0;
+  if (field == "comm_gbps_per_sm") return c.virtual_ranks == 0 && c.opt.dispatcher == model::Dispatcher::flex;
+  if (field == "nccl_efficiency") return c.virtual_ranks == 0 && c.opt.dispatcher == model::Dispatcher::alltoall;
+  return false;
+}
+
+struct OpPoint {
+  const MeasuredRun* run;
+  model::OpKind kind;
+  model::Direction dir;
+  double measured_us;
+};
+
+model::OpKind parse_kind(const std::string& s) {
+  for (auto k : {model::OpKind::pre_dispatch, model::OpKind::dispatch, model::OpKind::mlp,
+                 model::OpKind::combine, model::OpKind::mlp_wgrad, model::OpKind::pre_dispatch_wgrad})
+    if (s == model::to_string(k)) return k;
+  throw EPO_RUNTIME_ERROR("not a layer op: ", s);
+}
+
+model::Direction parse_dir(const std::string& s) {
+  if (s == "forward") return model::Direction::forward;
+  if (s == "backward") return model::Direction::backward;
+  return model::Direction::wgrad;
+}
+
+std::vector<double> predict_points(const HardwareProfile& hw, const std::vector<OpPoint>& pts) {
+  std::vector<double> out;
+  const MeasuredRun* last = nullptr;
+  model::StepCosts sc;
+  for (const auto& p : pts) {
+    if (p.run != last) {
+      sc = model::compute_step_costs(measured_config(*p.run, hw));
+      last = p.run;
+    }
+    const auto& layer = p.run->config.model.num_experts > 0 ? sc.moe_layer : sc.dense_layer;
+    out.push_back(layer.get(p.kind, p.dir).duration_us());
+  }
+  return out;
+}
+
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f%%", x * 100);
+  return b;
+}
+
+}  // namespace
+
+Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs,
+                   const std::string& which, const std::string& field) {
+  Fit f;
+  f.name = "ops." + which;
+  f.model = "measured per-op mean = predicted op duration (model::compute_step_costs) as a function of " + field;
+  f.unit = "us";
+  HardwareProfile work = hw;
+  FittedField ff;
+  ff.name = field;
+  ff.base = ff.value = profile_field(work, field);
+  f.fields.push_back(ff);
+  std::vector<OpPoint> pts;
+  std::set<const MeasuredRun*> used;
+  for (const auto& r : runs) {
+    if (which == "comm" && !comm_run_uses(r, field)) continue;
+    for (const auto& [key, us] : r.op_mean_us) {
+      if (us <= 0 || !(which == "compute" ? is_compute_op(key) : is_comm_op(key))) continue;
+      const auto slash = key.find('/');
+      pts.push_back({&r, parse_kind(key.substr(0, slash)), parse_dir(key.substr(slash + 1)), us});
+      used.insert(&r);
+    }
+  }
+  for (const auto& p : pts) {
+    f.labels.push_back(run_label(*p.run) + " " + model::to_string(p.kind) + "/" + model::to_string(p.dir));
+    f.measured.push_back(p.measured_us);
+  }
+  f.source = std::to_string(pts.size()) + " measured op means of " + std::to_string(used.size()) + " runs";
+  const int need = 1 + kExtraPoints;
+  if (static_cast<int>(pts.size()) < need) {
+    f.fields[0].refusal = "too few points: " + std::to_string(pts.size()) + " measured " + which +
+                          " op mean(s), need at least " + std::to_string(need);
+    f.quality.num_points = static_cast<int>(pts.size());
+    return f;
+  }
+  auto at = [&](double v) {
+    HardwareProfile x = hw;
+    profile_field(x, field) = v;
+    return predict_points(x, pts);
+  };
+  const bool efficiency = field.find("efficiency") != std::string::npos;
+  NonlinearProblem pb;
+  pb.lower = Eigen::VectorXd::Constant(1, efficiency ? 1e-4 : 0.1);
+  pb.upper = Eigen::VectorXd::Constant(1, efficiency ? 10.0 : 1e5);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    const auto pred = at(p(0));
+    Eigen::VectorXd r(pred.size());
+    for (size_t i = 0; i < pred.size(); ++i) r(i) = pred[i] / pts[i].measured_us - 1.0;
+    return r;
+  };
+  // A field the selected ops do not depend on (e.g. copies capped by HBM) cannot be refitted.
+  const auto p0 = at(ff.base), p1 = at(ff.base * 1.1);
+  double sensitivity = 0;
+  for (size_t i = 0; i < p0.size(); ++i)
+    if (p0[i] > 0) sensitivity = std::max(sensitivity, std::abs(p1[i] / p0[i] - 1.0));
+  if (sensitivity < 1e-4) {
+    f.fields[0].refusal = "the measured ops do not depend on it";
+  } else {
+    const auto res = levenberg_marquardt(pb, Eigen::VectorXd::Constant(1, ff.base));
+    f.fields[0].value = res.params(0);
+    char buf[160];
+    if (efficiency && res.params(0) > 1.0) {
+      std::snprintf(buf, sizeof buf, "%.4g > 1: a rate above the datasheet peak", res.params(0));
+      f.fields[0].refusal = buf;
+    } else if (!efficiency && res.params(0) > 1e3) {
+      std::snprintf(buf, sizeof buf, "%.4g GB/s per SM is above the plausible 1000", res.params(0));
+      f.fields[0].refusal = buf;
+    }
+  }
+  f.fitted = at(f.fields[0].accepted() ? f.fields[0].value : f.fields[0].base);
+  f.quality = fit_quality(f.measured, f.fitted);
+  return f;
+}
+
+ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
+                       const std::vector<MeasuredRun>& runs, const std::string& date) {
+  ProfileFit pf;
+  HardwareProfile hw = base;
+  auto run_fit = [&](Fit f) {
+    apply_fit(hw, f);
+    pf.fits.push_back(std::move(f));
+  };
+  // Launch cost first: every per-kernel model below adds it.
+  run_fit(fit_launch(hw, samples));
+  run_fit(fit_host_sync(hw, samples));
+  run_fit(fit_copy(hw, samples));
+  run_fit(fit_gemm(hw, samples));
+  run_fit(fit_nccl(hw, samples));
+  run_fit(fit_flex(hw, samples));
+  run_fit(fit_contention(hw, samples, ContentionLink::local));
+  run_fit(fit_contention(hw, samples, ContentionLink::nvlink));
+  if (!runs.empty()) {
+    run_fit(refine_on_runs(hw, runs, "compute", "gemm_efficiency"));
+    for (const char* field : {"local_copy_gbps_per_sm", "comm_gbps_per_sm", "nccl_efficiency"}) {
+      bool any = false;
+      for (const auto& r : runs) any = any || comm_run_uses(r, field);
+      if (any) run_fit(refine_on_runs(hw, runs, "comm", field));
+    }
+  }
+
+  // Provenance: the last accepted fit of a field wins; a refusal is recorded only for a field
+  // that no fit set.
+  std::map<std::string, std::string> prov;
+  std::set<std::string> set_by_fit;
+  const std::string from = samples.file.empty() ? std::string("samples") : samples.file;
+  for (const auto& f : pf.fits) {
+    for (const auto& ff : f.fields) {
+      std::ostringstream os;
+      if (ff.accepted()) {
+        os << "fit " << f.name << " (" << f.source << (f.name.rfind("ops.", 0) == 0 ? "" : ", " + from)
+           << "): rel RMS " << pct(f.quality.rel_rms) << ", " << f.quality.num_points << " points, "
+           << date;
+        prov[ff.name] = os.str();
+        set_by_fit.insert(ff.name);
+      } else if (!set_by_fit.count(ff.name)) {
+        os << "base value kept: fit " << f.name << " refused (" << ff.refusal << "), " << date;
+        prov[ff.name] = os.str();
+      }
+    }
+  }
+  hw.provenance = prov;
+  hw.calibrated = true;
+  hw.name = base.name + "-calibrated";
+  // A fitted value's datasheet source no longer describes it.
+  for (const auto& name : set_by_fit) hw.sources.erase(name);
+  pf.profile = hw;
+  return pf;
+}
+
+std::string fit_report_text(const ProfileFit& pf) {
+  std::ostringstream os;
+  int accepted = 0, refused = 0;
+  for (const auto& f : pf.fits) {
+    os << "fit " << f.name << ": " << f.model << "\n";
+    os << "  points: " << f.source << "\n";
+    for (const auto& ff : f.fields) {
+      char buf[256];
+      if (ff.accepted()) {
+        std::snprintf(buf, sizeof buf, "  %-24s %12.6g -> %-12.6g fitted\n", ff.name.c_str(), ff.base, ff.value);
+        ++accepted;
+      } else {
+        std::snprintf(buf, sizeof buf, "  %-24s %12.6g    REFUSED, base kept: ", ff.name.c_str(), ff.base);
+        ++refused;
+      }
+      os << buf;
+      if (!ff.accepted()) os << ff.refusal << "\n";
+    }
+    if (!f.fitted.empty() && f.fitted.size() == f.measured.size()) {
+      os << "  quality: rel RMS " << pct(f.quality.rel_rms) << ", max |rel error| "
+         << pct(f.quality.max_rel_error) << ", " << f.quality.num_points << " points\n";
+      os << residual_plot(f.labels, f.measured, f.fitted, f.unit);
+    }
+    os << "\n";
+  }
+  os << "summary: " << accepted << " parameter(s) fitted, " << refused
+     << " refused (base value kept)\n";
+  return os.str();
+}
+
+}  // namespace epo::calib

@@ -1,0 +1,79 @@
+#pragma once
+// Microbenchmark samples as `epo calibrate bench` writes them:
+// {"schema_version":1,"kind":"samples","context":{...},"unmeasured":[...],"samples":[...]}.
+// What each sample means (the fitters' models rely on it):
+//  - gemm {m,n,k,time_us}: one bf16 GEMM [m x k] x [k x n], time per kernel.
+//  - grouped_gemm {tokens_per_expert,num_experts,hidden,ffn,time_us}: one grouped GEMM of
+//    num_experts SwiGLU fc1 products [tokens_per_expert x hidden] x [hidden x 2*ffn].
+//  - copy {bytes,sms,time_us}: a copy kernel holding `sms` SMs moving `bytes` of payload (each byte
+//    read once and written once).
+//  - transport {kind,ep,bytes_per_rank,sms,time_us}: one all-to-all of bytes_per_rank per rank
+//    (the own share, (ep-1)/ep of it leaves the rank, stays); `local` = ep virtual ranks on one GPU
+//    (every rank's copy kernel holding `sms` SMs), `flex` = peer-pointer kernels over NVLink
+//    holding `sms` SMs, `nccl` = ncclAlltoAll over NVLink (sms ignored).
+//  - contention {comm_sms,link,gemm_alone_us,comm_alone_us,together_us}: GEMMs and a
+//    communication kernel holding comm_sms SMs (launched first) alone and together.
+//  - launch {time_us}: one empty kernel on the GPU timeline; host_sync {time_us}: one
+//    device-to-host synchronisation round trip.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace epo::calib {
+
+struct GemmSample {
+  double m = 0, n = 0, k = 0;
+  double count = 1;  ///< products in one (grouped) kernel
+  bool grouped = false;
+  double time_us = 0;
+};
+
+struct CopySample {
+  double bytes = 0;
+  int sms = 0;
+  double time_us = 0;
+};
+
+enum class TransportKind { local, nccl, flex };
+const char* to_string(TransportKind k);
+
+struct TransportSample {
+  TransportKind kind = TransportKind::local;
+  int ep = 2;
+  double bytes_per_rank = 0;
+  int sms = 0;
+  double time_us = 0;
+};
+
+enum class ContentionLink { local, nvlink };
+
+struct ContentionSample {
+  int comm_sms = 0;
+  ContentionLink link = ContentionLink::local;
+  double gemm_alone_us = 0, comm_alone_us = 0, together_us = 0;
+  /// Rate at which the GEMMs progress while the communication runs (perf_anchors §6):
+  /// (gemm_alone - (together - comm_alone)) / comm_alone.
+  double compute_rate() const { return (gemm_alone_us - (together_us - comm_alone_us)) / comm_alone_us; }
+};
+
+struct Samples {
+  static constexpr int kSchemaVersion = 1;
+  std::string file;              ///< where they were read from ("" if built in memory)
+  nlohmann::json context = nlohmann::json::object();
+  std::vector<std::string> unmeasured;
+  std::vector<GemmSample> gemm;
+  std::vector<CopySample> copy;
+  std::vector<TransportSample> transport;
+  std::vector<ContentionSample> contention;
+  std::vector<double> launch_us;
+  std::vector<double> host_sync_us;
+};
+
+/// Strict reading: unknown keys, wrong types and out-of-range values name the file and the
+/// sample's index.
+Samples samples_from_json(const nlohmann::json& j, const std::string& where);
+nlohmann::json to_json(const Samples& s);
+Samples load_samples_file(const std::string& path);
+
+}  // namespace epo::calib

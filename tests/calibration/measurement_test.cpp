@@ -1,0 +1,93 @@
+// Measured runs: strict reading, and the configuration predicted for them describes the work
+// that was measured (run.layers decoder layers, no embedding/head when they were not executed).
+#include "calibration/measurement.hpp"
+#include "catch.hpp"
+#include "measured_fixture.hpp"
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+#include "model/prediction.hpp"
+
+using namespace epo::calib;
+
+TEST_CASE("measurement_from_json reads summary, layers and per-op means from the baseline records") {
+  const auto j = test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9,
+                                             {{"dispatch/forward", 40.0}, {"mlp/forward", 100.0}});
+  const MeasuredRun m = measurement_from_json(j, "m.json");
+  CHECK(m.layers == 2);
+  CHECK(m.config.model.num_layers == 4);  // the file's configuration is kept whole
+  CHECK(m.step_time_us == 1000);
+  CHECK(m.peak_memory_bytes == 2e9);  // max over ranks
+  REQUIRE(m.op_mean_us.count("dispatch/forward"));
+  CHECK(m.op_mean_us.at("dispatch/forward") == Approx(40));
+  CHECK(m.op_mean_us.at("mlp/forward") == Approx(100));
+  CHECK_FALSE(m.has_embedding);
+}
+
+TEST_CASE("measurement_from_json rejects unknown keys and ops") {
+  auto j = test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9, {{"mlp/forward", 100.0}});
+  auto bad = j;
+  bad["extra"] = 1;
+  CHECK_THROWS_AS(measurement_from_json(bad, "m.json"), epo::Error);
+  bad = j;
+  bad["ops"][0]["op"] = "attention";
+  CHECK_THROWS_AS(measurement_from_json(bad, "m.json"), epo::Error);
+  bad = j;
+  bad["run"]["layers"] = 9;  // tiny has 4
+  CHECK_THROWS_AS(measurement_from_json(bad, "m.json"), epo::Error);
+  bad = j;
+  bad["kind"] = "samples";
+  CHECK_THROWS_AS(measurement_from_json(bad, "m.json"), epo::Error);
+}
+
+TEST_CASE("measured_config keeps the measured layers; vocabulary only when a head was run") {
+  const auto hw = epo::model::load_hardware_preset("h100-sxm");
+  const MeasuredRun m = measurement_from_json(
+      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}), "m.json");
+  const auto c = measured_config(m, hw);
+  CHECK(c.model.num_layers == 2);
+  CHECK(c.model.vocab_size == 1);
+  CHECK(c.hw.name == "h100-sxm");
+  CHECK(c.virtual_ranks == 4);
+  CHECK(c.par.seq_length == 2048);
+  CHECK(c.par.num_microbatches() == 4);  // gbs 16 / (mbs 1 * dp 4)
+
+  const MeasuredRun with_emb = measurement_from_json(
+      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}, true), "m.json");
+  CHECK(with_emb.has_embedding);
+  CHECK(measured_config(with_emb, hw).model.vocab_size == 1024);
+}
+
+TEST_CASE("predict_measured: fewer layers predict less; unexecuted head time is taken out") {
+  const auto hw = epo::model::load_hardware_preset("h200-sxm");
+  auto j = test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9, {{"mlp/forward", 100.0}});
+  const MeasuredRun two = measurement_from_json(j, "m.json");
+  j["run"]["layers"] = 4;
+  const MeasuredRun four = measurement_from_json(j, "m.json");
+  const RunPrediction p2 = predict_measured(two, hw), p4 = predict_measured(four, hw);
+  CHECK(p2.step_time_us > 0);
+  // Four layers do twice the layer work of two (the head is gone in both).
+  CHECK(p4.step_time_us == Approx(2 * p2.step_time_us).epsilon(0.02));
+  // Per-op predictions are per layer: the same whatever the layer count.
+  CHECK(p2.op_mean_us.at("mlp/forward") == Approx(p4.op_mean_us.at("mlp/forward")));
+
+  // The step time is predict() of the reduced configuration minus the residual embedding and
+  // head kernels of every micro-batch.
+  const auto c = measured_config(two, hw);
+  const auto full = epo::model::predict(c);
+  const double head = full.costs.embedding_fwd.duration_us() + full.costs.embedding_bwd.duration_us() +
+                      full.costs.lm_head_fwd.duration_us() + full.costs.lm_head_bwd.duration_us();
+  CHECK(p2.step_time_us == Approx(full.step_time_us - 4 * head));
+  CHECK(p2.peak_memory_bytes == Approx(full.memory.total_bytes));
+}
+
+TEST_CASE("run_label names the varied settings") {
+  const MeasuredRun m = measurement_from_json(
+      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}), "m.json");
+  const std::string l = run_label(m);
+  CHECK(l.find("tiny") != std::string::npos);
+  CHECK(l.find("r4v") != std::string::npos);
+  CHECK(l.find("alltoall") != std::string::npos);
+  CHECK(l.find("ovl") != std::string::npos);
+  CHECK(l.find("seq2048") != std::string::npos);
+  CHECK(l.find("L2") != std::string::npos);
+}

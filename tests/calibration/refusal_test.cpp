@@ -1,0 +1,148 @@
+// A fit with too few points or a parameter outside physical bounds is refused, says which and
+// why, and the parameter keeps its base value (and its provenance says so).
+#include <cmath>
+
+#include "calibration/fitters.hpp"
+#include "calibration/profile_fit.hpp"
+#include "catch.hpp"
+#include "model/error.hpp"
+#include "synthetic.hpp"
+
+using namespace epo::calib;
+using epo::model::HardwareProfile;
+
+namespace {
+
+const FittedField& field(const Fit& f, const std::string& name) {
+  for (const auto& ff : f.fields)
+    if (ff.name == name) return ff;
+  FAIL("no field " << name);
+  return f.fields.front();
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("too few points: every parameter of the fit is refused and keeps its base value") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s = test::synthetic_samples(t, 0.0, 1);
+  s.gemm.resize(3);  // 2 parameters need 4 points
+  HardwareProfile hw = t;
+  hw.gemm_efficiency = 0.5;
+  const Fit f = fit_gemm(hw, s);
+  CHECK_FALSE(field(f, "gemm_efficiency").accepted());
+  CHECK_FALSE(field(f, "gemm_half_dim").accepted());
+  CHECK(contains(field(f, "gemm_efficiency").refusal, "too few points: 3"));
+  apply_fit(hw, f);
+  CHECK(hw.gemm_efficiency == 0.5);
+
+  s.launch_us.resize(2);
+  CHECK_FALSE(field(fit_launch(hw, s), "kernel_launch_us").accepted());
+}
+
+TEST_CASE("a GEMM rate above the datasheet peak is refused") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s = test::synthetic_samples(t, 0.0, 1);
+  for (auto& g : s.gemm) g.time_us *= 0.55;  // 0.74 / 0.55 > 1 of peak
+  HardwareProfile hw = t;
+  const Fit f = fit_gemm(hw, s);
+  const auto& e = field(f, "gemm_efficiency");
+  CHECK_FALSE(e.accepted());
+  CHECK(contains(e.refusal, "datasheet peak"));
+  apply_fit(hw, f);
+  CHECK(hw.gemm_efficiency == t.gemm_efficiency);
+}
+
+TEST_CASE("a negative NCCL latency is refused; the efficiency is refitted with the base latency") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s;
+  for (double mib : {64.0, 128.0, 256.0, 512.0, 1024.0}) {
+    const double bpr = mib * (1 << 20);
+    s.transport.push_back({TransportKind::nccl, 2, bpr, 0, -8.0 + bpr / 2 / (t.nvlink_gbps * 0.7 * 1e3)});
+  }
+  const Fit f = fit_nccl(t, s);
+  const auto& lat = field(f, "nccl_latency_us");
+  CHECK_FALSE(lat.accepted());
+  CHECK(contains(lat.refusal, "negative latency"));
+  const auto& eff = field(f, "nccl_efficiency");
+  REQUIRE(eff.accepted());
+  CHECK(eff.value > 0.5);
+  CHECK(eff.value <= 1.0);
+}
+
+TEST_CASE("a bandwidth cap no sample reaches is refused, the per-SM rate is kept") {
+  const HardwareProfile t = test::truth_profile();
+  Samples all = test::synthetic_samples(t, 0.0, 1);
+  Samples s;
+  for (const auto& c : all.copy)
+    if (c.sms <= 32) s.copy.push_back(c);  // 4 .. 32 SMs: all below the cap
+  s.launch_us = all.launch_us;
+  const Fit f = fit_copy(t, s);
+  CHECK(field(f, "local_copy_gbps_per_sm").accepted());
+  CHECK(field(f, "local_copy_gbps_per_sm").value == Approx(t.local_copy_gbps_per_sm).epsilon(1e-3));
+  CHECK_FALSE(field(f, "hbm_efficiency").accepted());
+  CHECK(contains(field(f, "hbm_efficiency").refusal, "bandwidth cap"));
+}
+
+TEST_CASE("a contention exponent over too narrow an SM range is refused") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s;
+  for (int c : {16, 20, 24, 28}) {
+    const double rate = 1.0 - 0.08 * std::pow(c, 0.5);
+    s.contention.push_back({c, ContentionLink::local, 10000, 3000, 3000 + 10000 - rate * 3000});
+  }
+  const Fit f = fit_contention(t, s, ContentionLink::local);
+  CHECK_FALSE(field(f, "contention_exp").accepted());
+  // The coefficient is refitted with the base exponent (0.5 here, the truth's): exact.
+  REQUIRE(field(f, "contention_coeff").accepted());
+  CHECK(field(f, "contention_coeff").value == Approx(0.08).epsilon(1e-4));
+}
+
+TEST_CASE("fit_profile: values, calibrated flag and provenance per field") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s = test::synthetic_samples(t, 0.0, 1);
+  s.file = "synthetic.json";
+  s.host_sync_us.clear();  // host_sync refused: no points
+  HardwareProfile base = t;
+  base.name = "base";
+  base.gemm_efficiency = 0.5;
+  base.host_sync_us = 99;
+  const ProfileFit pf = fit_profile(base, s, {}, "2026-11-29");
+  CHECK(pf.profile.calibrated);
+  CHECK(pf.profile.name == "base-calibrated");
+  CHECK(pf.profile.gemm_efficiency == Approx(t.gemm_efficiency).epsilon(1e-3));
+  CHECK(pf.profile.host_sync_us == 99);
+  const auto& prov = pf.profile.provenance;
+  REQUIRE(prov.count("host_sync_us"));
+  CHECK(contains(prov.at("host_sync_us"), "base value kept"));
+  CHECK(contains(prov.at("host_sync_us"), "too few points"));
+  REQUIRE(prov.count("gemm_efficiency"));
+  CHECK(contains(prov.at("gemm_efficiency"), "synthetic.json"));
+  CHECK(contains(prov.at("gemm_efficiency"), "rel RMS"));
+  CHECK(contains(prov.at("gemm_efficiency"), "2026-11-29"));
+  const std::string text = fit_report_text(pf);
+  CHECK(contains(text, "REFUSED"));
+  CHECK(contains(text, "host_sync_us"));
+}
+
+TEST_CASE("samples reader rejects unknown keys, benches and kinds") {
+  using nlohmann::json;
+  json ok = {{"schema_version", 1}, {"kind", "samples"}, {"samples", json::array()}};
+  CHECK_NOTHROW(samples_from_json(ok, "x.json"));
+  json bad = ok;
+  bad["samples"].push_back({{"bench", "launch"}, {"time_us", 2.0}, {"extra", 1}});
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
+  bad = ok;
+  bad["samples"].push_back({{"bench", "warp"}, {"time_us", 2.0}});
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
+  bad = ok;
+  bad["kind"] = "measurement";
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
+  // Round trip through to_json.
+  const Samples s = test::synthetic_samples(test::truth_profile(), 0.0, 1);
+  const Samples back = samples_from_json(to_json(s), "round trip");
+  CHECK(back.gemm.size() == s.gemm.size());
+  CHECK(back.transport.size() == s.transport.size());
+  CHECK(back.gemm.back().n == Approx(s.gemm.back().n));
+}

@@ -1,0 +1,105 @@
+#include "synthetic.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace epo::calib::test {
+
+model::HardwareProfile truth_profile() {
+  model::HardwareProfile hw;
+  hw.name = "truth";
+  hw.num_sms = 132;
+  hw.bf16_tflops = 989.4;
+  hw.fp8_tflops = 1978.9;
+  hw.hbm_bytes = 141e9;
+  hw.hbm_gbps = 4800;
+  hw.nvlink_gbps = 450;
+  hw.net_gbps = 50;
+  hw.nvlink_latency_us = 3;
+  hw.net_latency_us = 6;
+  hw.gemm_efficiency = 0.74;
+  hw.gemm_half_dim = 150;
+  hw.hbm_efficiency = 0.86;
+  hw.kernel_launch_us = 3.1;
+  hw.host_sync_us = 11.5;
+  hw.local_copy_gbps_per_sm = 41;
+  hw.comm_gbps_per_sm = 39;
+  hw.nvlink_efficiency = 0.77;
+  hw.nccl_efficiency = 0.69;
+  hw.nccl_latency_us = 17;
+  hw.contention_coeff = 0.08;
+  hw.contention_exp = 0.5;
+  hw.nvl_contention_coeff = 0.04;
+  hw.nvl_contention_exp = 0.45;
+  return hw;
+}
+
+Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(-noise, noise);
+  auto n = [&](double x) { return x * (1.0 + u(gen)); };
+  Samples s;
+  // GEMM: eff = e * prod_d (d/(d+h)) / (8192/(8192+h))^3, capped at e; time = flops / rate
+  // (these shapes are all compute-bound) + launch.
+  auto f = [&](double x) { return x / (x + t.gemm_half_dim); };
+  auto gemm_us = [&](double m, double nn, double k, double count) {
+    const double eff = std::min(t.gemm_efficiency,
+                                t.gemm_efficiency * f(m) * f(nn) * f(k) / std::pow(f(8192), 3));
+    return 2 * m * nn * k * count / (t.bf16_tflops * eff * 1e6) + t.kernel_launch_us;
+  };
+  for (double m : {512.0, 2048.0, 8192.0, 16384.0})
+    for (double k : {1024.0, 4096.0}) {
+      GemmSample g{m, 4096, k, 1, false, 0};
+      g.time_us = n(gemm_us(m, 4096, k, 1));
+      s.gemm.push_back(g);
+    }
+  for (double tpe : {512.0, 1024.0, 2048.0, 8192.0}) {
+    GemmSample g{tpe, 1536, 2048, 8, true, 0};
+    g.time_us = n(gemm_us(tpe, 1536, 2048, 8));
+    s.gemm.push_back(g);
+  }
+  // Copies: payload / min(sms * per_sm, hbm * eff / 2) + launch.
+  const double cap = t.hbm_gbps * t.hbm_efficiency / 2;
+  for (int sms : {4, 8, 16, 32, 64, 132}) {
+    const double bytes = 1 << 30;
+    s.copy.push_back({bytes, sms, n(bytes / (std::min(sms * t.local_copy_gbps_per_sm, cap) * 1e3) + t.kernel_launch_us)});
+  }
+  // Local transport: every one of ep ranks copies (ep-1)/ep of bytes_per_rank at once.
+  for (int ep : {2, 4, 8}) {
+    const double bpr = 32.0 * (1 << 20);
+    const int sms = 8;
+    const double bw = std::min(std::min(132, ep * sms) * t.local_copy_gbps_per_sm, cap);
+    s.transport.push_back({TransportKind::local, ep, bpr, sms, n(ep * bpr * (ep - 1.0) / ep / (bw * 1e3) + t.kernel_launch_us)});
+  }
+  // NCCL: latency + remote bytes / (nvlink * eff).
+  for (double mib : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0})
+    for (int ep : {2, 4}) {
+      const double bpr = mib * (1 << 20);
+      s.transport.push_back({TransportKind::nccl, ep, bpr, 0,
+                             n(t.nccl_latency_us + bpr * (ep - 1.0) / ep / (t.nvlink_gbps * t.nccl_efficiency * 1e3))});
+    }
+  // Flex over NVLink: nvlink latency + launch + remote bytes / min(sms * per_sm, nvlink * eff).
+  for (int sms : {2, 4, 6, 16, 32, 64}) {
+    const double bpr = 512.0 * (1 << 20);
+    const double bw = std::min(sms * t.comm_gbps_per_sm, t.nvlink_gbps * t.nvlink_efficiency);
+    s.transport.push_back({TransportKind::flex, 2, bpr, sms,
+                           n(t.nvlink_latency_us + t.kernel_launch_us + bpr / 2 / (bw * 1e3))});
+  }
+  // Contention: GEMMs at rate 1 - a c^b while a comm of length C runs inside them:
+  // together = C + (G - rate * C).
+  for (int c : {4, 8, 16, 32, 64, 132}) {
+    for (auto [link, a, b] : {std::make_tuple(ContentionLink::local, t.contention_coeff, t.contention_exp),
+                              std::make_tuple(ContentionLink::nvlink, t.nvl_contention_coeff, t.nvl_contention_exp)}) {
+      const double gemm = 16000, comm = 2000 + 20000.0 / c;
+      const double rate = n(1.0 - a * std::pow(c, b));
+      s.contention.push_back({c, link, gemm, comm, comm + gemm - rate * comm});
+    }
+  }
+  for (int i = 0; i < 6; ++i) {
+    s.launch_us.push_back(n(t.kernel_launch_us));
+    s.host_sync_us.push_back(n(t.host_sync_us));
+  }
+  return s;
+}
+
+}  // namespace epo::calib::test
