@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "model/error.hpp"
@@ -64,59 +65,7 @@ OpParams resolve_op(const StepCosts& costs, const ScheduleOp& op, bool fold_wgra
 
 namespace {
 
-enum EventType : std::uint32_t { kComplete = 0, kHostWake = 1, kSmWake = 2 };
-
-struct Event {
-  TimeNs time;
-  std::uint64_t seq;
-  std::int32_t target;   // op (complete, SM wake) or rank (host wake)
-  std::uint32_t tag;     // type | version << 2
-};
-
-/// Binary min-heap on (time, seq): deterministic order for equal times.
-class EventHeap {
- public:
-  void clear() {
-    h_.clear();
-    seq_ = 0;
-  }
-  bool empty() const { return h_.empty(); }
-  const Event& top() const { return h_.front(); }
-  void push(TimeNs time, std::int32_t target, std::uint32_t tag) {
-    h_.push_back(Event{time, seq_++, target, tag});
-    std::size_t i = h_.size() - 1;
-    while (i > 0) {
-      const std::size_t p = (i - 1) / 2;
-      if (!less(h_[i], h_[p])) break;
-      std::swap(h_[i], h_[p]);
-      i = p;
-    }
-  }
-  Event pop() {
-    Event out = h_.front();
-    h_.front() = h_.back();
-    h_.pop_back();
-    const std::size_t n = h_.size();
-    std::size_t i = 0;
-    for (;;) {
-      const std::size_t l = 2 * i + 1, r = l + 1;
-      std::size_t m = i;
-      if (l < n && less(h_[l], h_[m])) m = l;
-      if (r < n && less(h_[r], h_[m])) m = r;
-      if (m == i) break;
-      std::swap(h_[i], h_[m]);
-      i = m;
-    }
-    return out;
-  }
-
- private:
-  static bool less(const Event& a, const Event& b) {
-    return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-  }
-  std::vector<Event> h_;
-  std::uint64_t seq_ = 0;
-};
+constexpr TimeNs kNever = std::numeric_limits<TimeNs>::max();
 
 struct SimOp {
   TimeNs dur = 0;
@@ -125,7 +74,6 @@ struct SimOp {
   std::int32_t rank = 0;
   std::int32_t local = 0;
   std::int32_t deps_left = 0;
-  std::uint32_t version = 0;
   TimeNs ready_ns = 0;
   std::uint8_t lane = 0;
   bool blocks = false;
@@ -150,6 +98,19 @@ struct RankState {
   double remaining = 0;  // work (ns at full rate) left of the running compute op
   double rate = 1.0;
   TimeNs last_update = 0;
+  // Pending events: completion of the running op and wake-up of the op waiting for SMs or the
+  // hardware queue, per lane; the host's wake-up after a synchronisation.
+  TimeNs done_at[kNumLanes] = {kNever, kNever, kNever};
+  TimeNs wake_at[kNumLanes] = {kNever, kNever, kNever};
+  std::int32_t wake_op[kNumLanes] = {-1, -1, -1};
+  TimeNs host_wake = kNever;
+
+  TimeNs next_event() const {
+    const TimeNs a = std::min(done_at[0], wake_at[0]);
+    const TimeNs b = std::min(done_at[1], wake_at[1]);
+    const TimeNs c = std::min(done_at[2], wake_at[2]);
+    return std::min(std::min(a, b), std::min(c, host_wake));
+  }
 };
 
 TimeNs ceil_div(double work, double rate) {
@@ -254,7 +215,9 @@ class Simulator {
         }
       }
     }
-    heap_.clear();
+    next_.assign(R, kNever);
+    dirty_.assign(R, 0);
+    dirty_list_.clear();
     candidates_.clear();
     work_.clear();
   }
@@ -262,24 +225,19 @@ class Simulator {
   void run() {
     for (std::size_t r = 0; r < ranks_.size(); ++r) advance_host(static_cast<int>(r), 0);
     process_candidates(0);
-    while (!heap_.empty()) {
-      const TimeNs t = heap_.top().time;
-      while (!heap_.empty() && heap_.top().time == t) {
-        const Event e = heap_.pop();
-        const std::uint32_t type = e.tag & 3u;
-        if (type == kComplete) {
-          SimOp& op = ops_[e.target];
-          if (op.done || (e.tag >> 2) != op.version) continue;
-          complete(e.target, t);
-        } else if (type == kHostWake) {
-          ++events_;
-          advance_host(e.target, t);
-        } else {
-          ++events_;
-          candidates_.push_back(e.target);
-        }
+    flush();
+    // Ranks are few (pipeline stages): a linear scan finds the next time and who is due.
+    const int R = static_cast<int>(ranks_.size());
+    for (;;) {
+      TimeNs t = kNever;
+      for (int r = 0; r < R; ++r) t = std::min(t, next_[r]);
+      if (t == kNever) break;
+      for (int r = 0; r < R; ++r) {
+        if (next_[r] == t) process_rank(r, t);
       }
+      flush();
       process_candidates(t);
+      flush();
     }
     for (std::size_t g = 0; g < ops_.size(); ++g) {
       if (!ops_[g].done) {
@@ -370,6 +328,45 @@ class Simulator {
     return rate;
   }
 
+  /// Handles every event of rank r due at time t.
+  void process_rank(int r, TimeNs t) {
+    RankState& R = ranks_[r];
+    for (int l = 0; l < kNumLanes; ++l) {
+      if (R.done_at[l] == t) {
+        R.done_at[l] = kNever;
+        complete(R.running[l], t);
+      }
+    }
+    for (int l = 0; l < kNumLanes; ++l) {
+      if (R.wake_at[l] == t) {
+        R.wake_at[l] = kNever;
+        ++events_;
+        candidates_.push_back(R.wake_op[l]);
+      }
+    }
+    if (R.host_wake == t) {
+      R.host_wake = kNever;
+      ++events_;
+      advance_host(r, t);
+    }
+    touch(r);
+  }
+
+  /// Marks rank r's pending events as changed; flush() recomputes its next event time.
+  void touch(int r) {
+    if (!dirty_[r]) {
+      dirty_[r] = 1;
+      dirty_list_.push_back(r);
+    }
+  }
+  void flush() {
+    for (int r : dirty_list_) {
+      dirty_[r] = 0;
+      next_[r] = ranks_[r].next_event();
+    }
+    dirty_list_.clear();
+  }
+
   /// When op x (started, maybe running) starts its last kernel; <= now when it already has.
   TimeNs last_kernel_start(std::int32_t x, TimeNs now) const {
     const SimOp& c = ops_[x];
@@ -392,9 +389,7 @@ class Simulator {
     R.remaining = std::max(0.0, R.remaining - static_cast<double>(now - R.last_update) * R.rate);
     R.last_update = now;
     R.rate = rate;
-    SimOp& op = ops_[x];
-    ++op.version;
-    heap_.push(now + ceil_div(R.remaining, rate), x, kComplete | (op.version << 2));
+    R.done_at[0] = now + ceil_div(R.remaining, rate);
   }
 
   void advance_host(int r, TimeNs now) {
@@ -408,7 +403,8 @@ class Simulator {
           op.host_cleared = true;
           R.host_time = std::max(R.host_time, op.ready_ns) + sync_ns_;
           if (R.host_time > now) {
-            heap_.push(R.host_time, r, kHostWake);
+            R.host_wake = R.host_time;
+            touch(r);
             return;
           }
         } else if (R.host_time > now) {
@@ -455,7 +451,7 @@ class Simulator {
       // kernel has been dispatched (started).
       const TimeNs ready = last_kernel_start(op.queue_prev, now);
       if (ready > now) {
-        heap_.push(ready, g, kSmWake);
+        wake(op.rank, op.lane, g, ready);
         return;
       }
     }
@@ -471,9 +467,9 @@ class Simulator {
         double boundary = (std::floor(done / kw + 1e-9) + 1.0) * kw;
         boundary = std::min(boundary, static_cast<double>(c.dur));
         op.sm_granted = true;
-        const TimeNs wake = now + ceil_div(std::max(0.0, boundary - done), R.rate);
-        if (wake > now) {
-          heap_.push(wake, g, kSmWake);
+        const TimeNs admit = now + ceil_div(std::max(0.0, boundary - done), R.rate);
+        if (admit > now) {
+          wake(op.rank, op.lane, g, admit);
           return;
         }
       }
@@ -490,11 +486,19 @@ class Simulator {
       R.remaining = static_cast<double>(op.dur);
       R.rate = current_rate(R);
       R.last_update = now;
-      heap_.push(now + ceil_div(R.remaining, R.rate), g, kComplete | (op.version << 2));
+      R.done_at[0] = now + ceil_div(R.remaining, R.rate);
     } else {
-      heap_.push(now + op.dur, g, kComplete | (op.version << 2));
+      R.done_at[op.lane] = now + op.dur;
       reschedule_compute(R, now);
     }
+    touch(op.rank);
+  }
+
+  void wake(int r, int lane, std::int32_t g, TimeNs t) {
+    RankState& R = ranks_[r];
+    R.wake_at[lane] = t;
+    R.wake_op[lane] = g;
+    touch(r);
   }
 
   void complete(std::int32_t g, TimeNs now) {
@@ -505,6 +509,7 @@ class Simulator {
     RankState& R = ranks_[op.rank];
     R.running[op.lane] = -1;
     if (op.lane != 0) reschedule_compute(R, now);
+    touch(op.rank);
     for (std::int32_t k = dep_begin_[g]; k < dep_begin_[g + 1]; ++k) {
       SimOp& d = ops_[deps_[k]];
       d.ready_ns = std::max(d.ready_ns, now);
@@ -531,7 +536,9 @@ class Simulator {
   std::vector<std::int32_t> dep_begin_, deps_, count_, fill_;
   std::vector<Cached> cache_;
   std::vector<std::int32_t> candidates_, work_;
-  EventHeap heap_;
+  std::vector<TimeNs> next_;  // per rank: time of its next pending event
+  std::vector<std::uint8_t> dirty_;
+  std::vector<int> dirty_list_;
   std::uint64_t events_ = 0;
 };
 

@@ -1,0 +1,3 @@
+add_executable(bench_simulate bench_simulate.cpp)
+epo_target_options(bench_simulate)
+target_link_libraries(bench_simulate PRIVATE epo_bench_harness epo::model)
