@@ -1,0 +1,159 @@
+#pragma once
+// Internal to model/: turns shapes into components (FLOPs, bytes, durations) from the hardware
+// profile. Used by the layer and step cost builders.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "model/cost.hpp"
+#include "model/cost_detail.hpp"
+
+namespace epo::model::detail {
+
+class Builder {
+ public:
+  explicit Builder(const Config& cfg) : cfg_(cfg), hw_(cfg.hw), m_(cfg.model), p_(cfg.par) {
+    s_ = detail::make_shapes(cfg);
+    // Virtual ranks share one GPU: every rank's compute runs on the same device, so an op of one
+    // rank takes the device time of all ranks' copies of it.
+    share_ = cfg.virtual_ranks > 0 ? cfg.virtual_ranks : 1;
+  }
+
+  const Shapes& shapes() const { return s_; }
+
+  /// count GEMMs of m x n x k (bf16, or fp8 for linear layers when configured).
+  Component gemm(const char* name, double m, double n, double k, double count = 1,
+                 bool linear = true) const {
+    Component c;
+    c.name = name;
+    c.num_kernels = 1;
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return c;
+    const bool fp8 = linear && s_.fp8;
+    c.flops = 2.0 * m * n * k * count;
+    c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
+    const double tflops = gemm_tflops(hw_, m, n, k, fp8);
+    c.duration_us = share_ * std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)) +
+                    hw_.kernel_launch_us;
+    return c;
+  }
+
+  /// A memory-bound kernel moving `bytes` (read + written).
+  Component mem(const char* name, double bytes, int kernels = 1) const {
+    Component c;
+    c.name = name;
+    c.num_kernels = kernels;
+    c.hbm_bytes = bytes;
+    c.duration_us = share_ * memory_time_us(hw_, bytes) + kernels * hw_.kernel_launch_us;
+    return c;
+  }
+
+  /// Core attention (flash style): causal, queries of this rank against the whole sequence.
+  Component core_attention(const char* name, double factor) const {
+    double heads = static_cast<double>(m_.num_attention_heads) / p_.tp;
+    double dqk, dv;
+    if (m_.attention == AttentionKind::mla) {
+      dqk = m_.mla.qk_nope_head_dim + m_.mla.qk_rope_head_dim;
+      dv = m_.mla.v_head_dim;
+    } else {
+      dqk = dv = m_.head_dim;
+    }
+    const double T = s_.tokens, S = p_.seq_length;
+    Component c;
+    c.name = name;
+    c.flops = factor * 2.0 * T * S * heads * (dqk + dv) * 0.5;
+    c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0;
+    const double tflops = gemm_tflops(hw_, T, S, std::min(dqk, dv), false);
+    c.duration_us = share_ * c.flops / (tflops * 1e6) + hw_.kernel_launch_us;
+    return c;
+  }
+
+  /// Token exchange inside the EP group. `pairs_per_token` = copies of a token sent (topk for
+  /// alltoall, distinct ranks for flex); `elem_bytes` per hidden element.
+  Component exchange(const char* name, double pairs_per_token, double elem_bytes,
+                     bool flex) const {
+    Component c;
+    c.name = name;
+    const double R = p_.ep;
+    if (R <= 1) return c;
+    const double payload = s_.moe_tokens * m_.hidden_size * elem_bytes;
+    const double remote_copies = pairs_per_token * (R - 1) / R;  // the own-rank share stays
+    if (cfg_.virtual_ranks > 0) {
+      // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() SMs and
+      // all ranks copy at once, bounded by HBM (each byte is read and written).
+      c.hbm_bytes = 2.0 * payload * remote_copies * s_.load_factor;
+      c.num_kernels = 1;
+      const double sms = std::min<double>(hw_.num_sms, share_ * comm_sms());
+      const double bw = std::min(sms * hw_.local_copy_gbps_per_sm,
+                                 hw_.hbm_gbps * hw_.hbm_efficiency / 2.0);
+      c.duration_us = hw_.kernel_launch_us + share_ * payload * remote_copies * s_.load_factor / (bw * 1e3);
+      return c;
+    }
+    const int D = s_.ep_domains;
+    double net_copies = 0;
+    if (D > 1) {
+      // DeepEP-style: once per remote node over the network, then forwarded over NVLink.
+      net_copies = flex ? s_.distinct_nodes * (D - 1.0) / D
+                        : pairs_per_token * (R - s_.ep_ranks_per_domain) / R;
+    }
+    const double nvl_copies = flex ? std::max(0.0, remote_copies - net_copies) +
+                                         (D > 1 ? net_copies * (s_.distinct_ranks / std::max(1.0, s_.distinct_nodes) - 1.0) : 0.0)
+                                   : remote_copies - net_copies;
+    c.nvl_bytes = payload * nvl_copies * s_.load_factor;
+    c.net_bytes = payload * net_copies * s_.load_factor;
+    c.num_kernels = 1;
+    double nvl_bw, lat;
+    if (flex) {
+      const int sms = cfg_.opt.effective_comm_sms(D == 1);
+      nvl_bw = std::min(sms * hw_.comm_gbps_per_sm, hw_.nvlink_gbps * hw_.nvlink_efficiency);
+      lat = (D > 1 ? hw_.net_latency_us : hw_.nvlink_latency_us) + hw_.kernel_launch_us;
+    } else {
+      nvl_bw = hw_.nvlink_gbps * hw_.nccl_efficiency;
+      lat = hw_.nccl_latency_us;
+    }
+    const double net_bw = hw_.net_gbps * hw_.net_efficiency;
+    c.duration_us = lat + std::max(c.nvl_bytes / (nvl_bw * 1e3), c.net_bytes / (net_bw * 1e3));
+    return c;
+  }
+
+  LinkClass ep_link() const {
+    if (cfg_.virtual_ranks > 0) return LinkClass::local;
+    return s_.ep_domains > 1 ? LinkClass::network : LinkClass::nvlink;
+  }
+
+  int comm_sms() const {
+    return cfg_.opt.dispatcher == Dispatcher::flex ? cfg_.opt.effective_comm_sms(s_.ep_domains == 1)
+                                                   : hw_.nccl_sms;
+  }
+
+  static OpCost assemble(OpKind kind, Direction dir, StreamKind stream,
+                         std::vector<Component> parts) {
+    OpCost op;
+    op.kind = kind;
+    op.dir = dir;
+    op.stream = stream;
+    double us = 0;
+    for (auto& c : parts) {
+      op.flops += c.flops;
+      op.hbm_bytes += c.hbm_bytes;
+      op.nvl_bytes += c.nvl_bytes;
+      op.net_bytes += c.net_bytes;
+      op.num_kernels += c.num_kernels;
+      us += c.duration_us;
+    }
+    op.duration_ns = ns_from_us(us);
+    op.parts = std::move(parts);
+    return op;
+  }
+
+  const Config& cfg_;
+  const HardwareProfile& hw_;
+  const ModelSpec& m_;
+  const Parallel& p_;
+  Shapes s_;
+  double share_ = 1;
+};
+
+/// Every op of one layer (MoE or dense; `mtp` adds the MTP parts) for one micro-batch.
+LayerCosts build_layer(const Builder& b, bool moe, bool mtp);
+
+}  // namespace epo::model::detail

@@ -1,0 +1,235 @@
+// The op list of one layer and micro-batch: each schedule node as a sum of components.
+#include <algorithm>
+#include <cstring>
+
+#include "model/cost_builder.hpp"
+
+namespace epo::model::detail {
+
+namespace {
+
+bool has_module(const Options& o, const char* name) {
+  return std::find(o.recompute_modules.begin(), o.recompute_modules.end(), name) !=
+         o.recompute_modules.end();
+}
+
+/// Attention projections of one micro-batch, forward GEMMs (dgrad and wgrad have the same shapes).
+std::vector<Component> attention_gemms(const Builder& b) {
+  const auto& m = b.m_;
+  const double T = b.s_.tokens, h = m.hidden_size, tp = b.p_.tp;
+  std::vector<Component> g;
+  if (m.attention == AttentionKind::mla) {
+    const auto& a = m.mla;
+    const double heads = m.num_attention_heads / tp;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    if (a.q_lora_rank > 0) {
+      g.push_back(b.gemm("attn.q_down", T, a.q_lora_rank, h));
+      g.push_back(b.gemm("attn.q_up", T, heads * qk, a.q_lora_rank));
+    } else {
+      g.push_back(b.gemm("attn.q", T, heads * qk, h));
+    }
+    g.push_back(b.gemm("attn.kv_down", T, a.kv_lora_rank + a.qk_rope_head_dim, h));
+    g.push_back(b.gemm("attn.kv_up", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank));
+    g.push_back(b.gemm("attn.proj", T, h, heads * a.v_head_dim));
+  } else {
+    const double qkv = (m.num_attention_heads + 2.0 * m.num_query_groups) * m.head_dim / tp;
+    g.push_back(b.gemm("attn.qkv", T, qkv, h));
+    g.push_back(b.gemm("attn.proj", T, h, m.num_attention_heads * m.head_dim / tp));
+  }
+  return g;
+}
+
+std::vector<Component> shared_expert_gemms(const Builder& b) {
+  const auto& m = b.m_;
+  std::vector<Component> g;
+  if (m.shared_expert_ffn_hidden_size <= 0) return g;
+  const double T = b.s_.tokens, h = m.hidden_size, S = m.shared_expert_ffn_hidden_size / b.p_.tp;
+  g.push_back(b.gemm("shared.fc1", T, (m.gated_linear_unit ? 2 : 1) * S, h));
+  g.push_back(b.gemm("shared.fc2", T, h, S));
+  return g;
+}
+
+std::vector<Component> renamed(std::vector<Component> v, const char* suffix) {
+  for (auto& c : v) c.variant = suffix;
+  return v;
+}
+
+void append(std::vector<Component>& to, const std::vector<Component>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+}  // namespace
+
+LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
+  const auto& m = b.m_;
+  const auto& o = b.cfg_.opt;
+  const Shapes& s = b.s_;
+  const double T = s.tokens, h = m.hidden_size, tp = b.p_.tp;
+  const double sp = b.p_.sequence_parallel ? tp : 1.0;
+  const bool delay = o.delay_wgrad_compute;
+  const bool full_recompute = o.recompute_granularity == RecomputeGranularity::full;
+  const bool selective = o.recompute_granularity == RecomputeGranularity::selective;
+  LayerCosts L;
+  L.is_moe = moe;
+
+  // ---- pre_dispatch ----
+  std::vector<Component> pd_f, pd_b, pd_w;
+  const auto att = attention_gemms(b);
+  const auto shared = moe ? shared_expert_gemms(b) : std::vector<Component>{};
+  pd_f.push_back(b.mem("attn.norm", T * h * 2 * 2 / sp));
+  append(pd_f, att);
+  pd_f.insert(pd_f.begin() + 2, b.core_attention("attn.core", 1.0));
+  pd_f.push_back(b.mem("attn.bda+norm", T * h * 2 * 4 / sp, 2));
+  if (mtp) pd_f.push_back(b.gemm("mtp.eh_proj", T, h, 2 * h));
+  if (moe) {
+    append(pd_f, shared);
+    if (!shared.empty())
+      pd_f.push_back(b.mem("shared.act", T * m.shared_expert_ffn_hidden_size / tp * 3 * 2));
+    pd_f.push_back(b.gemm("router", s.moe_tokens, m.num_experts, h, 1, false));
+    pd_f.push_back(b.mem("router.topk", s.moe_tokens * m.num_experts * 4 * 3));
+    if (o.dispatcher == Dispatcher::alltoall)
+      pd_f.push_back(b.mem("dispatch.permute1", s.moe_tokens * m.router_topk * h * 2 * 2,
+                           o.moe_permute_fusion ? 1 : 3));
+    else
+      pd_f.push_back(b.mem("dispatch.metadata", s.moe_tokens * m.num_experts * 4 * 2));
+  }
+  // Backward: dgrad of every GEMM, core attention backward (~2.5x forward), element-wise x2.
+  for (const auto& c : pd_f) {
+    Component d = c;
+    d.variant = "dgrad";
+    if (std::strcmp(c.name, "attn.core") == 0) {
+      d = b.core_attention("attn.core.bwd", 2.5);
+    } else if (c.flops == 0) {
+      d.hbm_bytes *= 2;
+      d.duration_us = memory_time_us(b.hw_, d.hbm_bytes) + d.num_kernels * b.hw_.kernel_launch_us;
+    }
+    pd_b.push_back(d);
+    if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0) {
+      Component w = c;
+      w.variant = "wgrad";
+      (delay ? pd_w : pd_b).push_back(w);
+    }
+  }
+  if (full_recompute) append(pd_b, renamed(pd_f, "recompute"));
+  else if (selective && (o.recompute_modules.empty() || has_module(o, "core_attn")))
+    pd_b.push_back(b.core_attention("attn.core.recompute", 1.0));
+  if (selective && has_module(o, "layernorm")) pd_b.push_back(b.mem("norm.recompute", T * h * 2 * 2 / sp));
+
+  L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::forward, StreamKind::compute, pd_f));
+  L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::backward, StreamKind::compute, pd_b));
+  if (delay)
+    L.ops.push_back(Builder::assemble(OpKind::pre_dispatch_wgrad, Direction::wgrad, StreamKind::compute, pd_w));
+
+  // ---- mlp ----
+  std::vector<Component> mlp_f, mlp_b, mlp_w;
+  if (moe) {
+    const double P = s.recv_pairs, E_l = std::max(1, s.local_experts);
+    const double F = static_cast<double>(m.moe_ffn_hidden_size) / b.p_.etp;
+    const double glu = m.gated_linear_unit ? 2.0 : 1.0;
+    const double me = P / E_l;
+    if (o.dispatcher == Dispatcher::alltoall && s.local_experts > 1)
+      mlp_f.push_back(b.mem("permute2", P * h * 2 * 2));
+    if (o.dispatcher == Dispatcher::flex) mlp_f.push_back(b.mem("permute", P * h * 2 * 2));
+    if (b.p_.etp > 1) {
+      Component ag = b.mem("etp.allgather", P * h * 2 * (b.p_.etp - 1));
+      ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+      mlp_f.push_back(ag);
+    }
+    mlp_f.push_back(b.gemm("expert.fc1", me, glu * F, h, E_l));
+    mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
+    mlp_f.push_back(b.gemm("expert.fc2", me, h, F, E_l));
+    if (b.p_.etp > 1) {
+      Component rs = b.mem("etp.reduce_scatter", P * h * 2 * (b.p_.etp - 1));
+      rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+      mlp_f.push_back(rs);
+    }
+    mlp_f.push_back(b.mem("unpermute", P * h * 2 * 2));
+    for (const auto& c : mlp_f) {
+      Component d = c;
+      d.variant = "dgrad";
+      mlp_b.push_back(d);
+      if (c.flops > 0) {
+        Component w = c;
+        w.variant = "wgrad";
+        (delay ? mlp_w : mlp_b).push_back(w);
+      }
+    }
+    if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
+    else if (selective && has_module(o, "moe_act")) mlp_b.push_back(b.mem("expert.act.recompute", P * F * (glu + 1) * 2));
+  } else {
+    const double F = static_cast<double>(m.ffn_hidden_size) / tp;
+    const double glu = m.gated_linear_unit ? 2.0 : 1.0;
+    mlp_f.push_back(b.gemm("mlp.fc1", T, glu * F, h));
+    mlp_f.push_back(b.mem("mlp.act", T * F * (glu + 1) * 2));
+    mlp_f.push_back(b.gemm("mlp.fc2", T, h, F));
+    mlp_f.push_back(b.mem("mlp.bda", T * h * 2 * 3 / sp));
+    for (const auto& c : mlp_f) {
+      Component d = c;
+      d.variant = "dgrad";
+      mlp_b.push_back(d);
+      if (c.flops > 0) {
+        Component w = c;
+        w.variant = "wgrad";
+        mlp_b.push_back(w);  // dense MLP wgrad is not delayed separately (no dispatch to hide)
+      }
+    }
+    if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
+  }
+  L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::forward, StreamKind::compute, mlp_f));
+  L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::backward, StreamKind::compute, mlp_b));
+  if (moe && delay)
+    L.ops.push_back(Builder::assemble(OpKind::mlp_wgrad, Direction::wgrad, StreamKind::compute, mlp_w));
+
+  // ---- dispatch / combine (EP communication) ----
+  if (moe) {
+    const bool flex = o.dispatcher == Dispatcher::flex;
+    const double copies = flex ? s.distinct_ranks : m.router_topk;
+    const bool allgather = o.dispatcher == Dispatcher::allgather;
+    const double ag_copies = static_cast<double>(b.p_.ep);  // every rank receives every token
+    const double fwd_copies = allgather ? ag_copies : copies;
+    std::vector<Component> di_f{b.exchange("dispatch.tokens", fwd_copies, s.dispatch_bytes, flex)};
+    std::vector<Component> di_b{b.exchange("dispatch.bwd.grads", fwd_copies, 2.0, flex)};
+    std::vector<Component> co_f{b.exchange("combine.tokens", fwd_copies, 2.0, flex)};
+    std::vector<Component> co_b{b.exchange("combine.bwd.grads", fwd_copies, 2.0, flex)};
+    if (!flex) {
+      di_f.push_back(b.exchange("dispatch.probs", copies, 4.0 / h, false));
+      di_f.back().duration_us = di_f.back().duration_us > 0 ? b.hw_.nccl_latency_us * 0.5 : 0;
+    }
+    if (flex && o.flex_backend == FlexBackend::hybridep)
+      di_f.push_back(b.mem("hybridep.preprocess", s.moe_tokens * m.num_experts * 4 * 2));
+    co_f.push_back(b.mem("combine.unpermute+bda", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
+    co_b.push_back(b.mem("combine.bda.bwd", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
+    if (full_recompute) append(di_b, renamed(di_f, "recompute"));
+    const LinkClass link = b.p_.ep > 1 ? b.ep_link() : LinkClass::none;
+    const int sms = b.comm_sms();
+    for (auto [dir, parts, kind] :
+         {std::make_tuple(Direction::forward, di_f, OpKind::dispatch),
+          std::make_tuple(Direction::backward, di_b, OpKind::dispatch),
+          std::make_tuple(Direction::forward, co_f, OpKind::combine),
+          std::make_tuple(Direction::backward, co_b, OpKind::combine)}) {
+      OpCost op = Builder::assemble(kind, dir, StreamKind::comm, parts);
+      op.link = link;
+      op.sms = sms;
+      L.ops.push_back(op);
+    }
+    // Host blocking points (reference §3.4): alltoall syncs the splits before the dispatch when
+    // dropless; DeepEP's CPU waits for the receive counts; HybridEP unless capacity is static.
+    OpCost& dispatch_fwd = L.ops[L.ops.size() - 4];
+    if (o.dispatcher == Dispatcher::alltoall) dispatch_fwd.host_blocks = o.capacity_factor <= 0;
+    else if (flex && o.flex_backend == FlexBackend::deepep) dispatch_fwd.host_blocks = true;
+    else if (flex) dispatch_fwd.host_blocks = o.capacity_factor <= 0;
+    else dispatch_fwd.host_blocks = false;
+  }
+  if (mtp) {
+    L.ops.push_back(Builder::assemble(OpKind::mtp_post, Direction::forward, StreamKind::compute,
+                                      {b.mem("mtp.final_norm", T * h * 2 * 2 / sp)}));
+    L.ops.push_back(Builder::assemble(OpKind::mtp_post, Direction::backward, StreamKind::compute,
+                                      {b.mem("mtp.final_norm.bwd", T * h * 2 * 4 / sp)}));
+  }
+  for (auto& op : L.ops)
+    if (op.stream == StreamKind::compute) op.sms = b.hw_.num_sms;
+  return L;
+}
+
+
+}  // namespace epo::model::detail

@@ -1,0 +1,204 @@
+// Strict JSON of model presets and hardware profiles.
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+#include "model/json_reader.hpp"
+
+namespace epo::model {
+
+// ---------------------------------------------------------------------------------------------
+// Model presets
+
+ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
+  JsonReader r(j, where);
+  r.require_int("schema_version", 1, 1);
+  ModelSpec m;
+  m.name = r.require_string("name");
+  r.get_string("description", "");
+  m.num_layers = r.require_int("num_layers", 1, 1000);
+  m.hidden_size = r.require_int("hidden_size", 8, 1 << 20);
+  m.num_attention_heads = r.require_int("num_attention_heads", 1, 4096);
+  m.num_query_groups = r.get_int("num_query_groups", m.num_attention_heads, 1, 4096);
+  m.head_dim = r.get_int("head_dim", m.hidden_size / m.num_attention_heads, 1, 4096);
+  const std::string att = r.get_string("attention", "gqa");
+  if (att == "mla") {
+    m.attention = AttentionKind::mla;
+    auto mr = r.object("mla");
+    m.mla.q_lora_rank = mr.get_int("q_lora_rank", 0, 0, 1 << 20);
+    m.mla.kv_lora_rank = mr.require_int("kv_lora_rank", 1, 1 << 20);
+    m.mla.qk_nope_head_dim = mr.require_int("qk_nope_head_dim", 1, 4096);
+    m.mla.qk_rope_head_dim = mr.require_int("qk_rope_head_dim", 0, 4096);
+    m.mla.v_head_dim = mr.require_int("v_head_dim", 1, 4096);
+    for (const auto& [k, v] : mr.sources()) m.sources["mla." + k] = v;
+    mr.finish();
+  } else if (att != "gqa") {
+    throw EPO_INPUT_ERROR(where, ": key 'attention' has value \"", att, "\" (allowed: gqa, mla)");
+  }
+  m.vocab_size = r.require_int("vocab_size", 1, 1 << 24);
+  m.ffn_hidden_size = r.get_int("ffn_hidden_size", 0, 0, 1 << 22);
+  m.num_experts = r.get_int("num_experts", 0, 0, 1 << 16);
+  m.router_topk = r.get_int("router_topk", 0, 0, 1024);
+  m.moe_ffn_hidden_size = r.get_int("moe_ffn_hidden_size", 0, 0, 1 << 22);
+  m.shared_expert_ffn_hidden_size = r.get_int("shared_expert_ffn_hidden_size", 0, 0, 1 << 22);
+  m.router_num_groups = r.get_int("router_num_groups", 0, 0, 1 << 16);
+  m.router_group_topk = r.get_int("router_group_topk", 0, 0, 1 << 16);
+  m.first_k_dense_layers = r.get_int("first_k_dense_layers", 0, 0, m.num_layers);
+  m.mtp_num_layers = r.get_int("mtp_num_layers", 0, 0, 8);
+  const std::string sf = r.get_string("score_function", "softmax");
+  if (sf == "sigmoid") m.score_function = ScoreFunction::sigmoid;
+  else if (sf != "softmax")
+    throw EPO_INPUT_ERROR(where, ": key 'score_function' has value \"", sf,
+                          "\" (allowed: softmax, sigmoid)");
+  m.gated_linear_unit = r.get_bool("gated_linear_unit", true);
+  for (const auto& [k, v] : r.sources()) m.sources[k] = v;
+  r.finish();
+
+  if (m.num_experts > 0) {
+    EPO_REQUIRE_INPUT(m.router_topk >= 1 && m.router_topk <= m.num_experts, where,
+                      ": router_topk = ", m.router_topk, " (allowed: 1..num_experts)");
+    EPO_REQUIRE_INPUT(m.moe_ffn_hidden_size > 0, where, ": moe_ffn_hidden_size must be > 0");
+  }
+  if (m.router_num_groups > 0) {
+    EPO_REQUIRE_INPUT(m.num_experts % m.router_num_groups == 0, where, ": router_num_groups = ",
+                      m.router_num_groups, " does not divide num_experts = ", m.num_experts);
+    EPO_REQUIRE_INPUT(m.router_group_topk >= 1 && m.router_group_topk <= m.router_num_groups,
+                      where, ": router_group_topk = ", m.router_group_topk,
+                      " (allowed: 1..router_num_groups)");
+  }
+  EPO_REQUIRE_INPUT(m.num_attention_heads % m.num_query_groups == 0, where,
+                    ": num_query_groups must divide num_attention_heads");
+  EPO_REQUIRE_INPUT(m.first_k_dense_layers == 0 || m.ffn_hidden_size > 0, where,
+                    ": dense layers need ffn_hidden_size > 0");
+  return m;
+}
+
+nlohmann::json to_json(const ModelSpec& m) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["name"] = m.name;
+  auto put = [&](const char* k, int v) {
+    auto it = m.sources.find(k);
+    if (it != m.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
+    else j[k] = v;
+  };
+  put("num_layers", m.num_layers);
+  put("hidden_size", m.hidden_size);
+  put("num_attention_heads", m.num_attention_heads);
+  put("num_query_groups", m.num_query_groups);
+  put("head_dim", m.head_dim);
+  j["attention"] = m.attention == AttentionKind::mla ? "mla" : "gqa";
+  if (m.attention == AttentionKind::mla) {
+    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                {"kv_lora_rank", m.mla.kv_lora_rank},
+                {"qk_nope_head_dim", m.mla.qk_nope_head_dim},
+                {"qk_rope_head_dim", m.mla.qk_rope_head_dim},
+                {"v_head_dim", m.mla.v_head_dim}};
+  }
+  put("vocab_size", m.vocab_size);
+  put("ffn_hidden_size", m.ffn_hidden_size);
+  put("num_experts", m.num_experts);
+  put("router_topk", m.router_topk);
+  put("moe_ffn_hidden_size", m.moe_ffn_hidden_size);
+  put("shared_expert_ffn_hidden_size", m.shared_expert_ffn_hidden_size);
+  put("router_num_groups", m.router_num_groups);
+  put("router_group_topk", m.router_group_topk);
+  put("first_k_dense_layers", m.first_k_dense_layers);
+  put("mtp_num_layers", m.mtp_num_layers);
+  j["score_function"] = m.score_function == ScoreFunction::sigmoid ? "sigmoid" : "softmax";
+  j["gated_linear_unit"] = m.gated_linear_unit;
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardware profiles
+
+HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& where) {
+  JsonReader r(j, where);
+  r.require_int("schema_version", 1, 1);
+  HardwareProfile h;
+  h.name = r.require_string("name");
+  r.get_string("description", "");
+  h.gpu_name = r.get_string("gpu_name", "");
+  h.compute_capability_major = r.get_int("compute_capability_major", 9, 7, 20);
+  h.num_sms = r.require_int("num_sms", 1, 1024);
+  h.bf16_tflops = r.require_double("bf16_tflops", 1, 1e5);
+  h.fp8_tflops = r.require_double("fp8_tflops", 1, 1e5);
+  h.hbm_bytes = r.require_double("hbm_bytes", 1e9, 1e13);
+  h.hbm_gbps = r.require_double("hbm_gbps", 10, 1e5);
+  h.nvlink_gbps = r.require_double("nvlink_gbps", 1, 1e5);
+  h.nvlink_domain_size = r.require_int("nvlink_domain_size", 1, 1 << 16);
+  h.net_gbps = r.require_double("net_gbps", 0.1, 1e5);
+  h.nvlink_latency_us = r.require_double("nvlink_latency_us", 0, 1e4);
+  h.net_latency_us = r.require_double("net_latency_us", 0, 1e4);
+  auto frac = [&](const char* k, double& v) { v = r.get_double(k, v, 1e-3, 1.0); };
+  frac("gemm_efficiency", h.gemm_efficiency);
+  h.gemm_half_dim = r.get_double("gemm_half_dim", h.gemm_half_dim, 0, 1e5);
+  frac("hbm_efficiency", h.hbm_efficiency);
+  h.kernel_launch_us = r.get_double("kernel_launch_us", h.kernel_launch_us, 0, 1e3);
+  h.host_sync_us = r.get_double("host_sync_us", h.host_sync_us, 0, 1e4);
+  h.comm_gbps_per_sm = r.get_double("comm_gbps_per_sm", h.comm_gbps_per_sm, 0.1, 1e4);
+  frac("nvlink_efficiency", h.nvlink_efficiency);
+  frac("net_efficiency", h.net_efficiency);
+  frac("nccl_efficiency", h.nccl_efficiency);
+  h.nccl_latency_us = r.get_double("nccl_latency_us", h.nccl_latency_us, 0, 1e4);
+  h.nccl_sms = r.get_int("nccl_sms", h.nccl_sms, 1, 1024);
+  h.local_copy_gbps_per_sm =
+      r.get_double("local_copy_gbps_per_sm", h.local_copy_gbps_per_sm, 0.1, 1e4);
+  h.contention_coeff = r.get_double("contention_coeff", h.contention_coeff, 0, 1);
+  h.contention_exp = r.get_double("contention_exp", h.contention_exp, 0, 2);
+  h.nvl_contention_coeff = r.get_double("nvl_contention_coeff", h.nvl_contention_coeff, 0, 1);
+  h.nvl_contention_exp = r.get_double("nvl_contention_exp", h.nvl_contention_exp, 0, 2);
+  h.calibrated = r.get_bool("calibrated", false);
+  h.provenance = r.get_string_map("provenance");
+  for (const auto& [k, v] : r.sources()) h.sources[k] = v;
+  r.finish();
+  return h;
+}
+
+nlohmann::json to_json(const HardwareProfile& h) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["name"] = h.name;
+  j["gpu_name"] = h.gpu_name;
+  j["compute_capability_major"] = h.compute_capability_major;
+  auto put = [&](const char* k, double v) {
+    auto it = h.sources.find(k);
+    if (it != h.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
+    else j[k] = v;
+  };
+  auto put_int = [&](const char* k, int v) {
+    auto it = h.sources.find(k);
+    if (it != h.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
+    else j[k] = v;
+  };
+  put_int("num_sms", h.num_sms);
+  put("bf16_tflops", h.bf16_tflops);
+  put("fp8_tflops", h.fp8_tflops);
+  put("hbm_bytes", h.hbm_bytes);
+  put("hbm_gbps", h.hbm_gbps);
+  put("nvlink_gbps", h.nvlink_gbps);
+  put_int("nvlink_domain_size", h.nvlink_domain_size);
+  put("net_gbps", h.net_gbps);
+  put("nvlink_latency_us", h.nvlink_latency_us);
+  put("net_latency_us", h.net_latency_us);
+  put("gemm_efficiency", h.gemm_efficiency);
+  put("gemm_half_dim", h.gemm_half_dim);
+  put("hbm_efficiency", h.hbm_efficiency);
+  put("kernel_launch_us", h.kernel_launch_us);
+  put("host_sync_us", h.host_sync_us);
+  put("comm_gbps_per_sm", h.comm_gbps_per_sm);
+  put("nvlink_efficiency", h.nvlink_efficiency);
+  put("net_efficiency", h.net_efficiency);
+  put("nccl_efficiency", h.nccl_efficiency);
+  put("nccl_latency_us", h.nccl_latency_us);
+  j["nccl_sms"] = h.nccl_sms;
+  put("local_copy_gbps_per_sm", h.local_copy_gbps_per_sm);
+  put("contention_coeff", h.contention_coeff);
+  put("contention_exp", h.contention_exp);
+  put("nvl_contention_coeff", h.nvl_contention_coeff);
+  put("nvl_contention_exp", h.nvl_contention_exp);
+  j["calibrated"] = h.calibrated;
+  if (!h.provenance.empty()) j["provenance"] = h.provenance;
+  return j;
+}
+
+}  // namespace epo::model
