@@ -84,6 +84,12 @@ struct SimOp {
   bool host_cleared = false;
   std::int32_t queue_prev = -1;  // previous op of the single hardware queue (global), -1 none
   std::int32_t queue_next = 0;   // next op of the single hardware queue (local index)
+  // Ops waiting for this one. A schedule op has few (stream successor, event successor, the
+  // baseline's next op, a gradient reduce, a recv); more go to the overflow list.
+  static constexpr int kInline = 4;
+  std::int32_t succ[kInline] = {-1, -1, -1, -1};
+  std::uint8_t num_succ = 0;
+  bool overflow = false;
 };
 
 constexpr std::uint8_t kGradLane = static_cast<std::uint8_t>(Lane::grad_reduce);
@@ -138,8 +144,7 @@ class Simulator {
     ops_.assign(total, SimOp{});
     start_.assign(total, -1);
     end_.assign(total, -1);
-    count_.assign(total + 1, 0);
-    auto& count = count_;
+    overflow_.clear();
     // Op parameters depend only on (cost source, kind, direction, role, fold): resolve each once.
     constexpr int kKinds = static_cast<int>(OpKind::dp_grad_reduce) + 1;
     cache_.assign(static_cast<std::size_t>(4) * kKinds * 3 * 3 * 2, Cached{});
@@ -175,14 +180,15 @@ class Simulator {
         op.lane = static_cast<std::uint8_t>(so.lane);
         op.blocks = so.host_blocks && opt_.host_blocking;
         op.deps_left = so.num_waits;
-        for (int w = 0; w < so.num_waits; ++w) ++count[ranks_[r].offset + so.waits[w]];
+        const std::int32_t g = ranks_[r].offset + i;
+        for (int w = 0; w < so.num_waits; ++w) add_successor(ranks_[r].offset + so.waits[w], g);
         if (so.pp_role == PpRole::recv && so.peer_rank >= 0) {
           if (so.peer_op < 0 || so.peer_rank >= R) {
             throw EPO_RUNTIME_ERROR("simulate: recv op ", i, " on rank ", r,
                                     " is not linked to a send (use build_pipeline)");
           }
           ++op.deps_left;
-          ++count[ranks_[so.peer_rank].offset + so.peer_op];
+          add_successor(ranks_[so.peer_rank].offset + so.peer_op, g);
         }
       }
     }
@@ -197,22 +203,6 @@ class Simulator {
         *next_slot = i;
         next_slot = &op.queue_next;
         prev = ranks_[r].offset + i;
-      }
-    }
-    dep_begin_.assign(total + 1, 0);
-    for (std::size_t i = 0; i < total; ++i) dep_begin_[i + 1] = dep_begin_[i] + count[i];
-    deps_.resize(dep_begin_[total]);
-    fill_.assign(dep_begin_.begin(), dep_begin_.end() - 1);
-    auto& fill = fill_;
-    for (int r = 0; r < R; ++r) {
-      const Schedule& sc = ranks[r];
-      for (std::int32_t i = 0; i < ranks_[r].n; ++i) {
-        const ScheduleOp& so = sc.ops[i];
-        const std::int32_t g = ranks_[r].offset + i;
-        for (int w = 0; w < so.num_waits; ++w) deps_[fill[ranks_[r].offset + so.waits[w]]++] = g;
-        if (so.pp_role == PpRole::recv && so.peer_rank >= 0) {
-          deps_[fill[ranks_[so.peer_rank].offset + so.peer_op]++] = g;
-        }
       }
     }
     next_.assign(R, kNever);
@@ -501,6 +491,22 @@ class Simulator {
     touch(r);
   }
 
+  void add_successor(std::int32_t of, std::int32_t g) {
+    SimOp& op = ops_[of];
+    if (op.num_succ < SimOp::kInline) {
+      op.succ[op.num_succ++] = g;
+    } else {
+      op.overflow = true;
+      overflow_.emplace_back(of, g);
+    }
+  }
+
+  void release(std::int32_t d, TimeNs now) {
+    SimOp& op = ops_[d];
+    op.ready_ns = std::max(op.ready_ns, now);
+    if (--op.deps_left == 0 && op.issued) candidates_.push_back(d);
+  }
+
   void complete(std::int32_t g, TimeNs now) {
     SimOp& op = ops_[g];
     op.done = true;
@@ -510,10 +516,11 @@ class Simulator {
     R.running[op.lane] = -1;
     if (op.lane != 0) reschedule_compute(R, now);
     touch(op.rank);
-    for (std::int32_t k = dep_begin_[g]; k < dep_begin_[g + 1]; ++k) {
-      SimOp& d = ops_[deps_[k]];
-      d.ready_ns = std::max(d.ready_ns, now);
-      if (--d.deps_left == 0 && d.issued) candidates_.push_back(deps_[k]);
+    for (int k = 0; k < op.num_succ; ++k) release(op.succ[k], now);
+    if (op.overflow) {
+      for (const auto& e : overflow_) {
+        if (e.first == g) release(e.second, now);
+      }
     }
     if (R.host_next < R.n) {
       const SimOp& h = ops_[R.offset + R.host_next];
@@ -533,7 +540,7 @@ class Simulator {
   std::vector<RankState> ranks_;
   std::vector<SimOp> ops_;
   std::vector<TimeNs> start_, end_;
-  std::vector<std::int32_t> dep_begin_, deps_, count_, fill_;
+  std::vector<std::pair<std::int32_t, std::int32_t>> overflow_;  // (op, successor)
   std::vector<Cached> cache_;
   std::vector<std::int32_t> candidates_, work_;
   std::vector<TimeNs> next_;  // per rank: time of its next pending event
