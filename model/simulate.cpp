@@ -557,14 +557,6 @@ SimRun simulate(const PipelineSchedule& schedule, const Config& cfg, const StepC
   sim.prepare(schedule.ranks.data(), static_cast<int>(schedule.ranks.size()), cfg, costs, options);
   sim.run();
   const bool overlapped = !schedule.ranks.empty() && schedule.ranks[0].overlapped;
-  if (!options.keep_timings) {
-    SimRun out;
-    out.overlapped = overlapped;
-    out.step_ns = sim.step_ns();
-    out.num_ops = schedule.num_ops();
-    out.num_events = sim.events();
-    return out;
-  }
   return sim.result(overlapped);
 }
 
@@ -599,14 +591,24 @@ double microbatches_in_flight(const Schedule& first_stage) {
   return activation_peak_layers(first_stage) / per_chunk;
 }
 
-SimResult simulate_step(const Config& cfg, const StepCosts& costs, const SimOptions& options) {
+Config baseline_config(const Config& cfg) {
+  Config b = cfg;
+  b.opt.overlap_moe_expert_parallel_comm = false;
+  b.opt.delay_wgrad_compute = false;
+  b.opt.ep_overlap_early_attn_memory_release = false;
+  return b;
+}
+
+SimResult simulate_step(const Config& cfg, const StepCosts& costs,
+                        const StepCosts& baseline_costs, const SimOptions& options) {
   SimResult r;
   const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm;
   r.schedule = build_pipeline(cfg, overlap);
   r.run = simulate(r.schedule, cfg, costs, options);
   if (overlap) {
-    r.baseline_schedule = build_pipeline(cfg, false);
-    r.baseline = simulate(r.baseline_schedule, cfg, costs, options);
+    const Config base = baseline_config(cfg);
+    r.baseline_schedule = build_pipeline(base, false);
+    r.baseline = simulate(r.baseline_schedule, base, baseline_costs, options);
   } else {
     r.baseline_schedule = r.schedule;
     r.baseline = r.run;
@@ -616,6 +618,16 @@ SimResult simulate_step(const Config& cfg, const StepCosts& costs, const SimOpti
                                      : 0.0;
   r.microbatches_in_flight = microbatches_in_flight(r.schedule.ranks.front());
   return r;
+}
+
+SimResult simulate_step(const Config& cfg, const StepCosts& costs, const SimOptions& options) {
+  return simulate_step(cfg, costs, costs, options);
+}
+
+SimResult simulate_config(const Config& cfg, const SimOptions& options) {
+  const StepCosts costs = compute_step_costs(cfg);
+  if (!cfg.opt.overlap_moe_expert_parallel_comm) return simulate_step(cfg, costs, costs, options);
+  return simulate_step(cfg, costs, compute_step_costs(baseline_config(cfg)), options);
 }
 
 }  // namespace epo::model

@@ -29,7 +29,7 @@ struct SimOptions {
   bool sm_admission = true;   ///< late communication kernels wait for a compute kernel boundary
   bool host_blocking = true;  ///< model the dispatchers' host synchronisations
   double compute_rate_under_comm = -1.0;  ///< in (0,1]: overrides the hardware curve (tests)
-  bool keep_timings = true;   ///< keep per-op start/end (traces, metrics); false: step time only
+  bool keep_timings = true;   ///< keep per-op start/end in SimRun::timings (traces)
 };
 
 /// Duration and resources of one schedule op, resolved from the StepCosts.
@@ -105,9 +105,18 @@ struct SimResult {
   double microbatches_in_flight = 0;    ///< peak chunk-micro-batch activations, first stage
 };
 
-/// Builds and simulates the configured and the baseline schedules of one training step.
+/// The configuration's non-overlapped baseline: overlap, delayed wgrad and early release off.
+Config baseline_config(const Config& cfg);
+
+/// Builds and simulates the configured schedule (costs) and the baseline schedule of
+/// baseline_config(cfg) (baseline_costs) of one training step.
+SimResult simulate_step(const Config& cfg, const StepCosts& costs,
+                        const StepCosts& baseline_costs, const SimOptions& options = {});
+/// Same, with one set of costs for both (wgrad folded into backward for the baseline).
 SimResult simulate_step(const Config& cfg, const StepCosts& costs,
                         const SimOptions& options = {});
+/// Same, with costs from the cost model for the configuration and for its baseline.
+SimResult simulate_config(const Config& cfg, const SimOptions& options = {});
 
 /// Chunk-micro-batches in flight at the activation peak of the first stage (peak layers divided by
 /// the stage's mean layers per chunk).
