@@ -41,14 +41,17 @@ void add_context(Report& report) {
   report.context("cublas", std::to_string(CUBLAS_VERSION));
   report.context("git_revision", EPO_GIT_REVISION);
   report.context("data", "bytes read + written by the kernel (MB = 1e6 B); bw = data / time");
-  report.context("bound", "memory rows: cudaMemcpy D2D moving the same data (or a copy kernel with "
-                          "the same blocks for sms=N rows); GEMM rows: one dense cuBLAS GEMM of the "
-                          "same FLOPs; of_bound = bound time / time; copies over 1 GiB are timed "
-                          "at 1 GiB and scaled");
-  report.context("flex", "ep8 virtual ranks on one GPU, all sends then all waits on one stream; "
-                         "combine includes the source-side reduction");
-  report.context("nvl", "two-GPU rows: data = bytes crossing NVLink per direction; time = the "
-                        "slower GPU's send kernel, both directions at once");
+  report.context("bound",
+                 "memory rows: cudaMemcpy D2D moving the same data (or a copy kernel with "
+                 "the same blocks for sms=N rows); GEMM rows: one dense cuBLAS GEMM of the "
+                 "same FLOPs; of_bound = bound time / time; copies over 1 GiB are timed "
+                 "at 1 GiB and scaled");
+  report.context("flex",
+                 "ep8 virtual ranks on one GPU, all sends then all waits on one stream; "
+                 "combine includes the source-side reduction");
+  report.context("nvl",
+                 "two-GPU rows: data = bytes crossing NVLink per direction; time = the "
+                 "slower GPU's send kernel, both directions at once");
 }
 
 }  // namespace
@@ -60,7 +63,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--two-gpu-only")) two_gpu_only = true;
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-      std::printf("usage: %s [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only]\n", argv[0]);
+      std::printf("usage: %s [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only]\n",
+                  argv[0]);
       return 0;
     }
   }
@@ -72,7 +76,8 @@ int main(int argc, char** argv) {
     add_context(report);
     report.context("iterations", std::to_string(timing.iters) + " (median), warm-up " +
                                      std::to_string(timing.warmup));
-    const std::vector<int> token_counts = quick ? std::vector<int>{4096} : std::vector<int>{4096, 16384};
+    const std::vector<int> token_counts =
+        quick ? std::vector<int>{4096} : std::vector<int>{4096, 16384};
     const std::vector<int> sm_sweep = {4, 8, 16, 24, 32};
     for (const Shape& shape : {deepseek_v3(), qwen3_30b_a3b()}) {
       for (int tokens : token_counts) {
@@ -82,7 +87,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    for (int tokens : token_counts) run_two_gpu_flex_rows(report, deepseek_v3(), tokens, {2, 4, 8, 16, 32}, timing);
+    for (int tokens : token_counts)
+      run_two_gpu_flex_rows(report, deepseek_v3(), tokens, {2, 4, 8, 16, 32}, timing);
     std::printf("# goals missed: %d\n", report.goals_missed());
     report.write_json(flags.json_path);
   } catch (const std::exception& e) {

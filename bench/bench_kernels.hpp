@@ -44,7 +44,9 @@ class DeviceMem {
   DeviceMem& operator=(DeviceMem&& other) noexcept;
   ~DeviceMem();
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

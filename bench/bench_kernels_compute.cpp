@@ -21,14 +21,19 @@ constexpr double kMemGoalPct = 80.0;
 constexpr double kGemmGoalPct = 85.0;
 constexpr double kRoutingGoalUs = 20.0;
 
-std::string tag(const Shape& s, int tokens) { return s.model + " " + std::to_string(tokens); }
+std::string tag(const Shape& s, int tokens) {
+  return s.model + " " + std::to_string(tokens);
+}
 
 // Memory-bound row: bound = device-to-device copy moving the same bytes (half read, half written).
 void memory_row(Report& report, const std::string& op, const Shape& shape, int tokens,
                 const std::string& param, double time_us, double bytes, cudaStream_t stream,
                 const Timing& timing) {
-  RowData row{op, shape.model, param, tokens, time_us, bytes / kMB, -1,
-              copy_bound_us(static_cast<size_t>(bytes / 2) / 16 * 16 + 16, stream, timing)};
+  RowData row{
+      op,      shape.model,
+      param,   tokens,
+      time_us, bytes / kMB,
+      -1,      copy_bound_us(static_cast<size_t>(bytes / 2) / 16 * 16 + 16, stream, timing)};
   const double pct = add_row(report, row);
   report.goal(op + " " + tag(shape, tokens) + " of copy bound", pct, ">=", kMemGoalPct, "%");
 }
@@ -77,7 +82,8 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
   fill_random_bf16(w.as<ek::bf16>(), w.bytes() / 2, 2, 0.05f, stream);
   fill_random_bf16(out.as<ek::bf16>(), out.bytes() / 2, 3, 1.f, stream);
   const double gflop = 2.0 * rows * H * N / 1e9;
-  const std::string param = std::to_string(local) + "x" + std::to_string(H) + "x" + std::to_string(N);
+  const std::string param =
+      std::to_string(local) + "x" + std::to_string(H) + "x" + std::to_string(N);
 
   // Bounds: one dense GEMM of the same total FLOPs and the same operand layout.
   const double dense_fwd = median_time_us(
@@ -98,7 +104,9 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
                       true, false, 1.f, 0.f, stream);
       },
       stream, timing);
-  add_row(report, {"dense_gemm_fwd", shape.model, std::to_string(rows) + "x" + std::to_string(H) + "x" + std::to_string(N), tokens, dense_fwd, -1, gflop, -1});
+  add_row(report, {"dense_gemm_fwd", shape.model,
+                   std::to_string(rows) + "x" + std::to_string(H) + "x" + std::to_string(N), tokens,
+                   dense_fwd, -1, gflop, -1});
 
   struct Routing {
     const char* name;
@@ -119,9 +127,11 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
                                    workspace.as<void>(), stream);
             },
             stream, timing);
-        const double pct = add_row(report, {op, shape.model, param, tokens, t, -1, gflop, dense_fwd});
+        const double pct =
+            add_row(report, {op, shape.model, param, tokens, t, -1, gflop, dense_fwd});
         if (loop && std::string(r.name) == "balanced")
-          report.goal(op + " " + tag(shape, tokens) + " of dense GEMM", pct, ">=", kGemmGoalPct, "%");
+          report.goal(op + " " + tag(shape, tokens) + " of dense GEMM", pct, ">=", kGemmGoalPct,
+                      "%");
       } catch (const std::exception& e) {
         report.context(op + " " + tag(shape, tokens), std::string("unavailable: ") + e.what());
         cudaGetLastError();
@@ -141,7 +151,8 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
                                    workspace.as<void>(), stream);
           },
           stream, timing);
-      add_row(report, {"gg_dgrad_" + suffix, shape.model, param, tokens, t_dgrad, -1, gflop, dense_dgrad});
+      add_row(report,
+              {"gg_dgrad_" + suffix, shape.model, param, tokens, t_dgrad, -1, gflop, dense_dgrad});
       const double t_wgrad = median_time_us(
           [&] {
             ek::grouped_gemm_wgrad(handle, x.as<ek::bf16>(), out.as<ek::bf16>(), dw.as<ek::bf16>(),
@@ -149,9 +160,11 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
                                    workspace.as<void>(), stream);
           },
           stream, timing);
-      add_row(report, {"gg_wgrad_" + suffix, shape.model, param, tokens, t_wgrad, -1, gflop, dense_wgrad});
+      add_row(report,
+              {"gg_wgrad_" + suffix, shape.model, param, tokens, t_wgrad, -1, gflop, dense_wgrad});
     } catch (const std::exception& e) {
-      report.context("gg_grad_" + suffix + " " + tag(shape, tokens), std::string("unavailable: ") + e.what());
+      report.context("gg_grad_" + suffix + " " + tag(shape, tokens),
+                     std::string("unavailable: ") + e.what());
       cudaGetLastError();
     }
   }
@@ -181,15 +194,18 @@ void run_compute_rows(Report& report, const Shape& shape, int tokens, int num_ra
   };
   const double t_route = median_time_us(route, stream, timing);
   const double route_bytes = 4.0 * tokens * E + 8.0 * TK;
-  const std::string route_param = "top" + std::to_string(K) + " g" + std::to_string(shape.num_groups) +
-                                  "/" + std::to_string(shape.group_topk);
-  add_row(report, {"routing", shape.model, route_param, tokens, t_route, route_bytes / kMB, -1,
-                   copy_bound_us(static_cast<size_t>(route_bytes / 2) / 16 * 16 + 16, stream, timing)});
+  const std::string route_param = "top" + std::to_string(K) + " g" +
+                                  std::to_string(shape.num_groups) + "/" +
+                                  std::to_string(shape.group_topk);
+  add_row(report,
+          {"routing", shape.model, route_param, tokens, t_route, route_bytes / kMB, -1,
+           copy_bound_us(static_cast<size_t>(route_bytes / 2) / 16 * 16 + 16, stream, timing)});
   if (shape.model == "dsv3" && tokens == 4096)
     report.goal("routing dsv3 4096x256 top-8 of 8 groups", t_route, "<=", kRoutingGoalUs, "us");
 
   // Layouts (routing output from the kernel above: realistic expert load).
-  DeviceMem per_expert(sizeof(int) * E), per_rank(sizeof(int) * R), in_rank(tokens * static_cast<size_t>(R));
+  DeviceMem per_expert(sizeof(int) * E), per_rank(sizeof(int) * R),
+      in_rank(tokens * static_cast<size_t>(R));
   const double t_dl = median_time_us(
       [&] {
         ek::launch_dispatch_layout(topk_idx.as<int>(), tokens, K, E, R, per_expert.as<int>(),
@@ -251,18 +267,21 @@ void run_compute_rows(Report& report, const Shape& shape, int tokens, int num_ra
   fill_random_bf16(fc1.as<ek::bf16>(), fc1.bytes() / 2, 14, 2.f, stream);
   fill_random_bf16(act.as<ek::bf16>(), act.bytes() / 2, 15, 1.f, stream);
   const double t_sf = median_time_us(
-      [&] { ek::launch_swiglu_fwd(fc1.as<ek::bf16>(), static_cast<int64_t>(TK), F, act.as<ek::bf16>(), stream); },
+      [&] {
+        ek::launch_swiglu_fwd(fc1.as<ek::bf16>(), static_cast<int64_t>(TK), F, act.as<ek::bf16>(),
+                              stream);
+      },
       stream, timing);
-  memory_row(report, "swiglu_fwd", shape, tokens, "ffn" + std::to_string(F), t_sf,
-             2.0 * TK * 3 * F, stream, timing);
+  memory_row(report, "swiglu_fwd", shape, tokens, "ffn" + std::to_string(F), t_sf, 2.0 * TK * 3 * F,
+             stream, timing);
   const double t_sb = median_time_us(
       [&] {
         ek::launch_swiglu_bwd(fc1.as<ek::bf16>(), act.as<ek::bf16>(), static_cast<int64_t>(TK), F,
                               dfc1.as<ek::bf16>(), stream);
       },
       stream, timing);
-  memory_row(report, "swiglu_bwd", shape, tokens, "ffn" + std::to_string(F), t_sb,
-             2.0 * TK * 5 * F, stream, timing);
+  memory_row(report, "swiglu_bwd", shape, tokens, "ffn" + std::to_string(F), t_sb, 2.0 * TK * 5 * F,
+             stream, timing);
 
   gemm_rows(report, shape, tokens, num_ranks, stream, timing);
   cuda_check(cudaStreamSynchronize(stream), "compute rows");

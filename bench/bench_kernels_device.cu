@@ -16,8 +16,8 @@ void cuda_check(cudaError_t status, const char* what);
 
 namespace {
 
-__global__ void __launch_bounds__(512) copy_kernel(int4* __restrict__ dst, const int4* __restrict__ src,
-                                                   size_t num_vecs) {
+__global__ void __launch_bounds__(512)
+    copy_kernel(int4* __restrict__ dst, const int4* __restrict__ src, size_t num_vecs) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < num_vecs;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     dst[i] = __ldcs(src + i);
@@ -35,14 +35,16 @@ __device__ __forceinline__ uint32_t hash(uint32_t x) {
 __global__ void fill_f32_kernel(float* ptr, size_t n, uint32_t seed, float scale) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    ptr[i] = scale * (2.f * (hash(static_cast<uint32_t>(i) * 2654435761u ^ seed) >> 8) / 16777216.f - 1.f);
+    ptr[i] = scale *
+             (2.f * (hash(static_cast<uint32_t>(i) * 2654435761u ^ seed) >> 8) / 16777216.f - 1.f);
 }
 
 __global__ void fill_bf16_kernel(__nv_bfloat16* ptr, size_t n, uint32_t seed, float scale) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     ptr[i] = __float2bfloat16(
-        scale * (2.f * (hash(static_cast<uint32_t>(i) * 2654435761u ^ seed) >> 8) / 16777216.f - 1.f));
+        scale *
+        (2.f * (hash(static_cast<uint32_t>(i) * 2654435761u ^ seed) >> 8) / 16777216.f - 1.f));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // bench_kernels rows of flex dispatch/combine: R virtual ranks on one GPU (swept over SM counts,
-// bound: a copy kernel with the same number of blocks, and a full-GPU row against a device-to-device
-// copy), and the two-GPU NVLink mode (GB/s per direction against the SM count).
+// bound: a copy kernel with the same number of blocks, and a full-GPU row against a
+// device-to-device copy), and the two-GPU NVLink mode (GB/s per direction against the SM count).
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -96,17 +96,20 @@ void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& dev
                            k.per_rank.as<int>(), k.workspace.as<void>(), k.stream);
     k.per_rank_host.resize(R);
     cuda_check(cudaMemcpyAsync(k.per_rank_host.data(), k.per_rank.as<int>(), sizeof(int) * R,
-                               cudaMemcpyDeviceToHost, k.stream), "per_rank");
+                               cudaMemcpyDeviceToHost, k.stream),
+               "per_rank");
     cuda_check(cudaStreamSynchronize(k.stream), "setup");
   }
   for (auto& k : w.ranks) {
     cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
     k.peers = DeviceMem(sizeof(ek::FlexBuffers) * R);
     cuda_check(cudaMemcpy(k.peers.as<void>(), table.data(), sizeof(ek::FlexBuffers) * R,
-                          cudaMemcpyHostToDevice), "peers");
+                          cudaMemcpyHostToDevice),
+               "peers");
   }
   cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&w.error), sizeof(ek::FlexError),
-                           cudaHostAllocMapped), "cudaHostAlloc");
+                           cudaHostAllocMapped | cudaHostAllocPortable),
+             "cudaHostAlloc");
   *w.error = ek::FlexError{};
 }
 
@@ -114,11 +117,10 @@ void send_dispatch(World& w, int r, int num_sms) {
   Rank& k = w.ranks[r];
   const int R = static_cast<int>(w.ranks.size());
   cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
-  ek::launch_flex_dispatch_send(r, R, k.x.as<ek::bf16>(), k.topk_idx.as<int>(), k.topk_w.as<float>(),
-                                k.slots.as<int>(), k.per_rank.as<int>(), w.tokens, w.shape.hidden,
-                                w.shape.num_topk, w.shape.num_experts, w.tokens,
-                                k.peers.as<ek::FlexBuffers>(), k.buffers, w.dispatch_seq, num_sms,
-                                k.stream);
+  ek::launch_flex_dispatch_send(
+      r, R, k.x.as<ek::bf16>(), k.topk_idx.as<int>(), k.topk_w.as<float>(), k.slots.as<int>(),
+      k.per_rank.as<int>(), w.tokens, w.shape.hidden, w.shape.num_topk, w.shape.num_experts,
+      w.tokens, k.peers.as<ek::FlexBuffers>(), k.buffers, w.dispatch_seq, num_sms, k.stream);
 }
 
 void wait_dispatch(World& w, int r) {
@@ -133,9 +135,9 @@ void send_combine(World& w, int r, int num_sms) {
   const int R = static_cast<int>(w.ranks.size());
   cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
   ek::launch_flex_combine_send(r, R, k.expert_out.as<ek::bf16>(), k.expert_rows,
-                               k.permuted_row.as<int>(), w.shape.hidden, w.shape.num_topk,
-                               w.tokens, k.peers.as<ek::FlexBuffers>(), k.buffers, w.combine_seq,
-                               num_sms, k.stream);
+                               k.permuted_row.as<int>(), w.shape.hidden, w.shape.num_topk, w.tokens,
+                               k.peers.as<ek::FlexBuffers>(), k.buffers, w.combine_seq, num_sms,
+                               k.stream);
 }
 
 void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out) {
@@ -168,7 +170,8 @@ void setup_receive_side(World& w) {
                                k.stream);
     int total = 0;
     cuda_check(cudaMemcpyAsync(&total, k.offsets.as<int>() + L, sizeof(int), cudaMemcpyDeviceToHost,
-                               k.stream), "offsets");
+                               k.stream),
+               "offsets");
     cuda_check(cudaStreamSynchronize(k.stream), "receive layout");
     k.expert_rows = total;
     k.expert_out = DeviceMem(sizeof(ek::bf16) * std::max<int64_t>(1, total) * H);
@@ -180,7 +183,8 @@ void setup_receive_side(World& w) {
 
 int64_t copies_sent(const World& w) {
   int64_t n = 0;
-  for (const auto& k : w.ranks) n += std::accumulate(k.per_rank_host.begin(), k.per_rank_host.end(), int64_t{0});
+  for (const auto& k : w.ranks)
+    n += std::accumulate(k.per_rank_host.begin(), k.per_rank_host.end(), int64_t{0});
   return n;
 }
 
@@ -227,8 +231,10 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     for (int r = 0; r < R; ++r) wait_and_reduce_combine(w, r, num_sms, outs[r]);
   };
 
-  DeviceMem copy_src(std::min<size_t>(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2),
-                                      kMaxCopyBytes) + 16),
+  DeviceMem copy_src(
+      std::min<size_t>(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2),
+                       kMaxCopyBytes) +
+      16),
       copy_dst(copy_src.bytes());
   std::vector<int> sweep = sm_counts;
   sweep.push_back(num_device_sms);
@@ -258,13 +264,13 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
       bound_d = copy_with(dispatch_bytes);
       bound_c = copy_with(combine_bytes);
     }
-    const double pct_d = add_row(report, {"flex_dispatch", shape.model, ep + std::to_string(sms), tokens, t_d,
-                                          dispatch_bytes / kMB, -1, bound_d});
-    const double pct_c = add_row(report, {"flex_combine", shape.model, ep + std::to_string(sms), tokens, t_c,
-                                          combine_bytes / kMB, -1, bound_c});
+    const double pct_d = add_row(report, {"flex_dispatch", shape.model, ep + std::to_string(sms),
+                                          tokens, t_d, dispatch_bytes / kMB, -1, bound_d});
+    const double pct_c = add_row(report, {"flex_combine", shape.model, ep + std::to_string(sms),
+                                          tokens, t_c, combine_bytes / kMB, -1, bound_c});
     if (full) {
-      const std::string what = shape.model + " " + std::to_string(tokens) + " ep" + std::to_string(R) +
-                               " all SMs of copy bound";
+      const std::string what = shape.model + " " + std::to_string(tokens) + " ep" +
+                               std::to_string(R) + " all SMs of copy bound";
       report.goal("flex_dispatch " + what, pct_d, ">=", 80.0, "%");
       report.goal("flex_combine " + what, pct_c, ">=", 80.0, "%");
     }
@@ -288,8 +294,10 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
   for (int d : {0, 1}) {
     cuda_check(cudaSetDevice(d), "cudaSetDevice");
     cudaError_t status = cudaDeviceEnablePeerAccess(1 - d, 0);
-    if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-    else cuda_check(status, "cudaDeviceEnablePeerAccess");
+    if (status == cudaErrorPeerAccessAlreadyEnabled)
+      cudaGetLastError();
+    else
+      cuda_check(status, "cudaDeviceEnablePeerAccess");
   }
   World w;
   setup(w, shape, tokens, {0, 1});
@@ -372,10 +380,12 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
         cuda_check(cudaSetDevice(r), "cudaSetDevice");
         const double bytes = r == 0 ? bytes_01 : bytes_10;
         // rank r's x region is the source, the peer's combine_x the destination (scratch here).
-        launch_copy_kernel(w.ranks[1 - r].buffers.combine_x, w.ranks[r].buffers.recv_x,
-                           std::min(static_cast<size_t>(bytes), static_cast<size_t>(w.tokens) *
-                                                                    static_cast<size_t>(row_bytes)) / 16 * 16,
-                           sms, w.ranks[r].stream);
+        launch_copy_kernel(
+            w.ranks[1 - r].buffers.combine_x, w.ranks[r].buffers.recv_x,
+            std::min(static_cast<size_t>(bytes),
+                     static_cast<size_t>(w.tokens) * static_cast<size_t>(row_bytes)) /
+                16 * 16,
+            sms, w.ranks[r].stream);
         cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
       }
     };
@@ -386,7 +396,8 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
   timed(dispatch_send(32), dispatch_finish);
   ek::check_flex_error(w.error);
   setup_receive_side(w);
-  report.context("two_gpu_reference", "plain store kernel 353 GB/s per direction with 8 SMs (perf_anchors §7)");
+  report.context("two_gpu_reference",
+                 "plain store kernel 353 GB/s per direction with 8 SMs (perf_anchors §7)");
   double best_dispatch = 0, best_combine = 0;
   for (int sms : sm_counts) {
     const double t_d = timed(dispatch_send(sms), dispatch_finish);
@@ -396,18 +407,23 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     const double dir_bytes = std::min(bytes_01, bytes_10);
     const std::string param = "2gpu sms=" + std::to_string(sms);
     // Combine moves the same rows back: rank d sends what it received from the other rank.
-    add_row(report, {"flex_dispatch_nvl", shape.model, param, tokens, t_d, dir_bytes / kMB, -1, t_copy});
-    add_row(report, {"flex_combine_nvl", shape.model, param, tokens, t_c, dir_bytes / kMB, -1, t_copy});
-    add_row(report, {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
+    add_row(report,
+            {"flex_dispatch_nvl", shape.model, param, tokens, t_d, dir_bytes / kMB, -1, t_copy});
+    add_row(report,
+            {"flex_combine_nvl", shape.model, param, tokens, t_c, dir_bytes / kMB, -1, t_copy});
+    add_row(report,
+            {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
     if (sms <= kTwoGpuGoalMaxSms) {
       best_dispatch = std::max(best_dispatch, dir_bytes / kMB / t_d * 1e3);
       best_combine = std::max(best_combine, dir_bytes / kMB / t_c * 1e3);
     }
   }
   report.goal("flex_dispatch_nvl " + shape.model + " " + std::to_string(tokens) +
-                  " GB/s per direction, <=16 SMs", best_dispatch, ">=", kTwoGpuGoalGbps, "GB/s");
+                  " GB/s per direction, <=16 SMs",
+              best_dispatch, ">=", kTwoGpuGoalGbps, "GB/s");
   report.goal("flex_combine_nvl " + shape.model + " " + std::to_string(tokens) +
-                  " GB/s per direction, <=16 SMs", best_combine, ">=", kTwoGpuGoalGbps, "GB/s");
+                  " GB/s per direction, <=16 SMs",
+              best_combine, ">=", kTwoGpuGoalGbps, "GB/s");
   for (int r = 0; r < 2; ++r) {
     cudaSetDevice(r);
     cudaEventDestroy(start[r]);

@@ -83,10 +83,10 @@ double copy_bound_us(size_t bytes, cudaStream_t stream, const Timing& timing) {
 }
 
 std::vector<Column> report_columns() {
-  return {{"op", "-", 20, 0},        {"model", "-", 6, 0},     {"tokens", "-", 6, 0},
-          {"param", "-", 12, 0},     {"time", "us", 10, 1},    {"data", "MB", 9, 1},
-          {"work", "GFLOP", 9, 1},   {"bw", "GB/s", 9, 1},     {"perf", "TFLOP/s", 9, 1},
-          {"bound", "us", 10, 1},    {"of_bound", "%", 8, 1}};
+  return {{"op", "-", 20, 0},      {"model", "-", 6, 0},   {"tokens", "-", 6, 0},
+          {"param", "-", 12, 0},   {"time", "us", 10, 1},  {"data", "MB", 9, 1},
+          {"work", "GFLOP", 9, 1}, {"bw", "GB/s", 9, 1},   {"perf", "TFLOP/s", 9, 1},
+          {"bound", "us", 10, 1},  {"of_bound", "%", 8, 1}};
 }
 
 double add_row(Report& report, const RowData& r) {

@@ -1,4 +1,5 @@
-// SwiGLU forward and backward on fc1 outputs laid out [rows][gate | up]; fp32 math, 16-byte vectors.
+// SwiGLU forward and backward on fc1 outputs laid out [rows][gate | up]; fp32 math, 16-byte
+// vectors.
 #include <algorithm>
 
 #include "kernels/check.hpp"
@@ -20,7 +21,9 @@ int grid_for_vecs(int64_t vecs) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t{num_sms} * 8)));
 }
 
-__device__ __forceinline__ float sigmoid(float g) { return 1.f / (1.f + expf(-g)); }
+__device__ __forceinline__ float sigmoid(float g) {
+  return 1.f / (1.f + expf(-g));
+}
 
 // out[rows][ffn] = silu(fc1[:, :ffn]) * fc1[:, ffn:]
 __global__ void __launch_bounds__(kThreads)

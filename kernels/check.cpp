@@ -69,10 +69,11 @@ FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hi
 void check_flex_error(const FlexError* record) {
   if (record == nullptr || record->status == 0) return;
   const char* what = record->what == 1 ? "dispatch data" : "combine data";
-  throw std::runtime_error("flex: rank " + std::to_string(record->rank) + " timed out waiting for " +
-                           what + " from rank " + std::to_string(record->src_rank) +
-                           " (expected seq " + std::to_string(record->expected_seq) +
-                           ", flag holds " + std::to_string(record->seen_seq) + ")");
+  throw std::runtime_error("flex: rank " + std::to_string(record->rank) +
+                           " timed out waiting for " + what + " from rank " +
+                           std::to_string(record->src_rank) + " (expected seq " +
+                           std::to_string(record->expected_seq) + ", flag holds " +
+                           std::to_string(record->seen_seq) + ")");
 }
 
 }  // namespace epo::kernels

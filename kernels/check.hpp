@@ -10,7 +10,8 @@
 
 namespace epo::kernels::detail {
 
-[[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
+[[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file,
+                                   int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
 [[noreturn]] void throw_invalid(const char* function, const std::string& what);
@@ -26,17 +27,17 @@ void require_pointer(const void* ptr, const char* function, const char* name);
 
 }  // namespace epo::kernels::detail
 
-#define EPO_CUDA_CHECK(call)                                                        \
-  do {                                                                              \
-    cudaError_t epo_status_ = (call);                                               \
-    if (epo_status_ != cudaSuccess)                                                 \
+#define EPO_CUDA_CHECK(call)                                                            \
+  do {                                                                                  \
+    cudaError_t epo_status_ = (call);                                                   \
+    if (epo_status_ != cudaSuccess)                                                     \
       ::epo::kernels::detail::throw_cuda_error(epo_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define EPO_CUBLAS_CHECK(call)                                                        \
-  do {                                                                                \
-    cublasStatus_t epo_status_ = (call);                                              \
-    if (epo_status_ != CUBLAS_STATUS_SUCCESS)                                         \
+#define EPO_CUBLAS_CHECK(call)                                                            \
+  do {                                                                                    \
+    cublasStatus_t epo_status_ = (call);                                                  \
+    if (epo_status_ != CUBLAS_STATUS_SUCCESS)                                             \
       ::epo::kernels::detail::throw_cublas_error(epo_status_, #call, __FILE__, __LINE__); \
   } while (0)
 

@@ -33,7 +33,9 @@ __device__ __forceinline__ int4 pack_bf16x8(const float* in) {
 }
 
 /// Non-caching 16-byte load of data read once (token rows).
-__device__ __forceinline__ int4 ld_stream(const int4* ptr) { return __ldcs(ptr); }
+__device__ __forceinline__ int4 ld_stream(const int4* ptr) {
+  return __ldcs(ptr);
+}
 
 /// Acquire load at system scope: the waiter sees every write the signaller made before its release.
 __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
@@ -54,7 +56,8 @@ __device__ __forceinline__ void st_volatile(int* ptr, int value) {
 
 __device__ __forceinline__ int warp_sum(int value) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
   return value;
 }
 
@@ -62,10 +65,10 @@ __device__ __forceinline__ int warp_sum(int value) {
 
 namespace epo::kernels::detail {
 
-/// acc[0..7] += sum over k < count, in k order, of w_k * rows[row_k][i] (vector i of the row), where
-/// lane k of the warp holds (row_k, w_k) in (my_row, my_weight); row_k < 0 is skipped. Loads are
-/// issued in batches of 8 before any arithmetic so each lane keeps 8 loads in flight. Every lane of
-/// the warp must call this (shuffles); `active` masks lanes past the end of the row.
+/// acc[0..7] += sum over k < count, in k order, of w_k * rows[row_k][i] (vector i of the row),
+/// where lane k of the warp holds (row_k, w_k) in (my_row, my_weight); row_k < 0 is skipped. Loads
+/// are issued in batches of 8 before any arithmetic so each lane keeps 8 loads in flight. Every
+/// lane of the warp must call this (shuffles); `active` masks lanes past the end of the row.
 __device__ __forceinline__ void accumulate_weighted_rows(const int4* __restrict__ rows,
                                                          int vecs_per_row, int i, bool active,
                                                          int my_row, float my_weight, int count,

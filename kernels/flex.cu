@@ -3,11 +3,11 @@
 // counters and sequence-numbered flags, and receive-side waits that time out with a report.
 //
 // Ordering: every sending thread fences at system scope after its stores, the block then counts
-// itself done on the sender's own done_counter; the last block (threadFenceReduction pattern) writes
-// the counts and release-stores the flags. Waiters acquire-load the flags at system scope, so every
-// byte written before the release is visible once the flag reads seq; kernels after the wait on the
-// same stream inherit that order. Sends never wait, so any launch order of sends and waits on one
-// stream is deadlock-free as long as each wait comes after the sends it needs.
+// itself done on the sender's own done_counter; the last block (threadFenceReduction pattern)
+// writes the counts and release-stores the flags. Waiters acquire-load the flags at system scope,
+// so every byte written before the release is visible once the flag reads seq; kernels after the
+// wait on the same stream inherit that order. Sends never wait, so any launch order of sends and
+// waits on one stream is deadlock-free as long as each wait comes after the sends it needs.
 #include <string>
 
 #include "kernels/check.hpp"
@@ -22,7 +22,7 @@ using detail::kBf16PerVec;
 using detail::kWarpSize;
 constexpr int kThreads = 512;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
-constexpr int kUnroll = 4;           // 16-byte loads in flight per lane
+constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
 constexpr int kWaitThreads = kMaxRanks;
 
 struct SendArgs {
@@ -72,7 +72,8 @@ __global__ void __launch_bounds__(kThreads)
     const int slot_lo = lane < a.num_ranks ? slots[lane] : -1;
     const int slot_hi = lane + kWarpSize < a.num_ranks ? slots[lane + kWarpSize] : -1;
     const uint64_t dest_mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
-                               static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0)) << 32;
+                               static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0))
+                                   << 32;
     // Top-k meta: lane k < num_topk owns copy k.
     int expert = -1;
     float weight = 0.f;
@@ -277,8 +278,14 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
     detail::require_pointer(topk_weights, kFn, "topk_weights");
     detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
   }
-  SendArgs args{rank,     num_ranks, num_tokens, hidden / kBf16PerVec, num_topk,
-                num_experts / num_ranks, max_tokens_per_rank, seq};
+  SendArgs args{rank,
+                num_ranks,
+                num_tokens,
+                hidden / kBf16PerVec,
+                num_topk,
+                num_experts / num_ranks,
+                max_tokens_per_rank,
+                seq};
   flex_dispatch_send_kernel<<<num_sms, kThreads, 0, stream>>>(
       args, reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
       num_tokens_per_rank, peers, own);

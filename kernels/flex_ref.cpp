@@ -41,7 +41,8 @@ void flex_dispatch_send(int rank, int num_ranks, const uint16_t* x, const int* t
         int e = topk_idx[static_cast<int64_t>(t) * num_topk + k];
         bool local = e >= 0 && e / experts_per_rank == d;
         dst.recv_topk_idx[row * num_topk + k] = local ? e % experts_per_rank : -1;
-        dst.recv_topk_weights[row * num_topk + k] = topk_weights[static_cast<int64_t>(t) * num_topk + k];
+        dst.recv_topk_weights[row * num_topk + k] =
+            topk_weights[static_cast<int64_t>(t) * num_topk + k];
       }
     }
   }
@@ -106,7 +107,8 @@ void flex_combine_reduce(int num_ranks, const FlexRankBuffers& own, const int* t
       for (int d = 0; d < num_ranks; ++d) {
         int slot = token_slot_in_rank[static_cast<int64_t>(t) * num_ranks + d];
         if (slot < 0) continue;
-        acc += bf16_to_float(own.combine_x[(static_cast<int64_t>(d) * max_tokens_per_rank + slot) * hidden + h]);
+        acc += bf16_to_float(
+            own.combine_x[(static_cast<int64_t>(d) * max_tokens_per_rank + slot) * hidden + h]);
       }
       out[static_cast<int64_t>(t) * hidden + h] = float_to_bf16(acc);
     }

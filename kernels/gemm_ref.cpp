@@ -7,8 +7,8 @@
 
 namespace epo::kernels::ref {
 
-void gemm_bf16(const uint16_t* a, const uint16_t* b, uint16_t* c, int m, int n, int k,
-               bool trans_a, bool trans_b, float alpha, float beta) {
+void gemm_bf16(const uint16_t* a, const uint16_t* b, uint16_t* c, int m, int n, int k, bool trans_a,
+               bool trans_b, float alpha, float beta) {
   if (m < 0 || n < 0 || k < 0) throw std::invalid_argument("m, n, k must be >= 0");
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {

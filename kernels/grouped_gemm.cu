@@ -2,7 +2,8 @@
 // dgrad and wgrad with variable rows per expert.
 //
 // Which cuBLAS path: kPerExpertLoop (one cublasGemmEx per non-empty expert) is the default.
-//  - Both paths need the per-expert row counts on the HOST: cublasGemmGroupedBatchedEx (cuBLAS 13.1,
+//  - Both paths need the per-expert row counts on the HOST: cublasGemmGroupedBatchedEx
+//  (cuBLAS 13.1,
 //    cublas_api.h) takes m/n/k/ld as host arrays and only the matrix pointers as device arrays, so
 //    the grouped API saves no device-to-host synchronisation.
 //  - At the shapes EPO runs (DeepSeek-V3 EP8: 32 local experts x ~1024 rows x 7168 x 4096, about
@@ -12,8 +13,9 @@
 //    expert's own shape.
 //  - Empty experts are simply skipped; the grouped API additionally needs a kernel per call that
 //    writes the device pointer arrays.
-// The grouped API can win when many experts get few rows (launch-bound). bench_kernels measures both
-// (rows gg_fwd_loop / gg_fwd_batched, balanced and skewed routing) so the default can follow numbers.
+// The grouped API can win when many experts get few rows (launch-bound). bench_kernels measures
+// both (rows gg_fwd_loop / gg_fwd_batched, balanced and skewed routing) so the default can follow
+// numbers.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -186,8 +188,8 @@ void grouped_gemm_fwd(cublasHandle_t handle, const bf16* x, const bf16* w, bf16*
     detail::require_aligned16(x, kFn, "x");
     detail::require_aligned16(out, kFn, "out");
     const int64_t row = row_offset_per_expert[e];
-    problems.push_back({x + row * k, w + static_cast<int64_t>(e) * k * n, out + row * n, m, n, k,
-                        false, false});
+    problems.push_back(
+        {x + row * k, w + static_cast<int64_t>(e) * k * n, out + row * n, m, n, k, false, false});
   }
   run_grouped(handle, problems, 0.f, algo, workspace, stream, kFn);
 }
@@ -208,8 +210,8 @@ void grouped_gemm_dgrad(cublasHandle_t handle, const bf16* dy, const bf16* w, bf
     detail::require_aligned16(dx, kFn, "dx");
     const int64_t row = row_offset_per_expert[e];
     // dx_e[m][k] = dy_e[m][n] @ (w_e[k][n])^T
-    problems.push_back({dy + row * n, w + static_cast<int64_t>(e) * k * n, dx + row * k, m, k, n,
-                        false, true});
+    problems.push_back(
+        {dy + row * n, w + static_cast<int64_t>(e) * k * n, dx + row * k, m, k, n, false, true});
   }
   run_grouped(handle, problems, 0.f, algo, workspace, stream, kFn);
 }

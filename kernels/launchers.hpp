@@ -5,12 +5,14 @@
 // naming the call, file and line. Nothing here includes anything of ours.
 //
 // Conventions
-//   - bf16 tensors are __nv_bfloat16, row-major; a row of `hidden` elements must be 16-byte aligned,
+//   - bf16 tensors are __nv_bfloat16, row-major; a row of `hidden` elements must be 16-byte
+//   aligned,
 //     so hidden % 8 == 0 and base pointers are 16-byte aligned (16-byte vector loads and stores).
 //   - Counts are int32 on the device. `*_idx` are indices, -1 means "none".
 //   - Experts are spread over ranks in contiguous blocks: expert e lives on rank
 //     e / (num_experts / num_ranks) as local expert e % (num_experts / num_ranks).
-//   - Orders are deterministic: inside an expert (or rank) segment rows are sorted by token index, so
+//   - Orders are deterministic: inside an expert (or rank) segment rows are sorted by token index,
+//   so
 //     a kernel and its reference (kernels/reference.hpp) agree exactly on every index.
 #include <cstddef>
 #include <cstdint>
@@ -29,16 +31,17 @@ using bf16 = __nv_bfloat16;
 // Routing
 // ------------------------------------------------------------------------------------------------
 
-/// Router: scores = softmax|sigmoid(logits) in fp32; selection uses scores + score_bias (bias may be
-/// null; DeepSeek-V3 "e_score_correction_bias", selection only). With num_groups > 1 the experts are
-/// split into num_groups equal groups, each group is ranked by the sum of its top-2 biased scores
-/// (its top-1 when a group has one expert), the best group_topk groups are kept and top-k is taken
-/// inside them. Ties go to the lower expert index. topk_weights are the unbiased scores of the
-/// chosen experts, divided by their sum when normalize is set, then times scaling_factor.
+/// Router: scores = softmax|sigmoid(logits) in fp32; selection uses scores + score_bias (bias may
+/// be null; DeepSeek-V3 "e_score_correction_bias", selection only). With num_groups > 1 the experts
+/// are split into num_groups equal groups, each group is ranked by the sum of its top-2 biased
+/// scores (its top-1 when a group has one expert), the best group_topk groups are kept and top-k is
+/// taken inside them. Ties go to the lower expert index. topk_weights are the unbiased scores of
+/// the chosen experts, divided by their sum when normalize is set, then times scaling_factor.
 /// logits[num_tokens][num_experts] fp32; score_bias[num_experts] fp32 or null;
-/// topk_idx[num_tokens][num_topk] int32 (descending score); topk_weights[num_tokens][num_topk] fp32.
-/// Preconditions: 1 <= num_experts <= kMaxRoutingExperts, 1 <= num_topk <= min(kMaxTopk, experts in
-/// the kept groups), num_groups divides num_experts, 1 <= group_topk <= num_groups <= kMaxExpertGroups.
+/// topk_idx[num_tokens][num_topk] int32 (descending score); topk_weights[num_tokens][num_topk]
+/// fp32. Preconditions: 1 <= num_experts <= kMaxRoutingExperts, 1 <= num_topk <= min(kMaxTopk,
+/// experts in the kept groups), num_groups divides num_experts, 1 <= group_topk <= num_groups <=
+/// kMaxExpertGroups.
 void launch_routing(const float* logits, const float* score_bias, int num_tokens, int num_experts,
                     int num_topk, int num_groups, int group_topk, ScoreFunction score_function,
                     bool normalize, float scaling_factor, int* topk_idx, float* topk_weights,
@@ -49,10 +52,10 @@ void launch_routing(const float* logits, const float* score_bias, int num_tokens
 // ------------------------------------------------------------------------------------------------
 
 /// Counts of one source rank's routing (DeepEP get_dispatch_layout). topk_idx[num_tokens][num_topk]
-/// (entries < 0 are skipped). Outputs: num_tokens_per_expert[num_experts] (token copies per expert =
-/// alltoall rows), num_tokens_per_rank[num_ranks] (distinct tokens per destination rank = flex rows),
-/// is_token_in_rank[num_tokens][num_ranks] (1 if any of the token's experts lives there, else 0).
-/// Preconditions: num_ranks divides num_experts, num_ranks <= kMaxRanks.
+/// (entries < 0 are skipped). Outputs: num_tokens_per_expert[num_experts] (token copies per expert
+/// = alltoall rows), num_tokens_per_rank[num_ranks] (distinct tokens per destination rank = flex
+/// rows), is_token_in_rank[num_tokens][num_ranks] (1 if any of the token's experts lives there,
+/// else 0). Preconditions: num_ranks divides num_experts, num_ranks <= kMaxRanks.
 void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
                             int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                             uint8_t* is_token_in_rank, cudaStream_t stream);
@@ -60,7 +63,8 @@ void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, i
 /// Bytes of device workspace launch_alltoall_layout / launch_flex_layout need (no init needed).
 size_t layout_workspace_bytes(int64_t num_tokens, int num_bins);
 
-/// Upper bound of permuted rows for launch_alltoall_layout: num_tokens*num_topk + num_experts*(align-1).
+/// Upper bound of permuted rows for launch_alltoall_layout: num_tokens*num_topk +
+/// num_experts*(align-1).
 int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_experts, int align);
 
 /// Alltoall (token copied once per selected expert) layout: a stable counting sort of the
@@ -73,10 +77,11 @@ int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_exper
 /// Outputs: permuted_row[num_tokens][num_topk] = row of copy k of token t, or -1;
 /// row_src_token[max_rows] = source token of each row, -1 for padding and unused rows (whole array
 /// written); expert_offsets[num_experts + 1] = padded row offsets (exclusive prefix sum);
-/// num_tokens_per_expert[num_experts] = unpadded counts. workspace: layout_workspace_bytes(num_tokens,
-/// num_experts). Rows of rank r's experts are [expert_offsets[r*epr], expert_offsets[(r+1)*epr]).
-/// Preconditions: max_rows >= alltoall_layout_max_rows(...), align >= 1, the experts of one token
-/// are distinct (as any router produces), num_experts <= kMaxLayoutBins.
+/// num_tokens_per_expert[num_experts] = unpadded counts. workspace:
+/// layout_workspace_bytes(num_tokens, num_experts). Rows of rank r's experts are
+/// [expert_offsets[r*epr], expert_offsets[(r+1)*epr]). Preconditions: max_rows >=
+/// alltoall_layout_max_rows(...), align >= 1, the experts of one token are distinct (as any router
+/// produces), num_experts <= kMaxLayoutBins.
 void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segment, int segment_len,
                             int num_tokens, int num_topk, int num_experts, int align,
                             int64_t max_rows, int* permuted_row, int* row_src_token,
@@ -84,8 +89,8 @@ void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segmen
                             cudaStream_t stream);
 
 /// Flex (token sent once per destination rank) layout of one source rank: slot of each token in
-/// each destination's receive buffer, tokens ascending. topk_idx[num_tokens][num_topk] global expert
-/// indices (< 0 skipped). Outputs: token_slot_in_rank[num_tokens][num_ranks] (-1: not sent),
+/// each destination's receive buffer, tokens ascending. topk_idx[num_tokens][num_topk] global
+/// expert indices (< 0 skipped). Outputs: token_slot_in_rank[num_tokens][num_ranks] (-1: not sent),
 /// num_tokens_per_rank[num_ranks]. workspace: layout_workspace_bytes(num_tokens, num_ranks).
 /// Preconditions: num_ranks divides num_experts, num_ranks <= kMaxRanks.
 void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
@@ -93,13 +98,14 @@ void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int n
                         void* workspace, cudaStream_t stream);
 
 /// Receive side of an alltoall: rows arrive grouped [src_rank][local_expert][token] with counts
-/// num_tokens_per_src_expert[num_src_ranks][num_local_experts]; this builds the gather maps that put
-/// them expert-major ([local_expert][src_rank][token], each expert segment padded to `align`) and back.
-/// Outputs: row_src[max_out_rows] (input row of each output row, -1 for padding/unused, whole array
-/// written), row_dst[max_in_rows] (output row of each input row, -1 past the received total),
-/// expert_offsets[num_local_experts + 1] padded, num_tokens_per_expert[num_local_experts] unpadded.
-/// Use launch_permute(recv, row_src) forward and launch_permute(expert_out, row_dst) to go back.
-/// Preconditions: max_in_rows >= received rows, max_out_rows >= received + num_local_experts*(align-1).
+/// num_tokens_per_src_expert[num_src_ranks][num_local_experts]; this builds the gather maps that
+/// put them expert-major ([local_expert][src_rank][token], each expert segment padded to `align`)
+/// and back. Outputs: row_src[max_out_rows] (input row of each output row, -1 for padding/unused,
+/// whole array written), row_dst[max_in_rows] (output row of each input row, -1 past the received
+/// total), expert_offsets[num_local_experts + 1] padded, num_tokens_per_expert[num_local_experts]
+/// unpadded. Use launch_permute(recv, row_src) forward and launch_permute(expert_out, row_dst) to
+/// go back. Preconditions: max_in_rows >= received rows, max_out_rows >= received +
+/// num_local_experts*(align-1).
 void launch_sort_chunks_layout(const int* num_tokens_per_src_expert, int num_src_ranks,
                                int num_local_experts, int align, int64_t max_in_rows,
                                int64_t max_out_rows, int* row_src, int* row_dst,
@@ -111,8 +117,8 @@ void launch_sort_chunks_layout(const int* num_tokens_per_src_expert, int num_src
 // ------------------------------------------------------------------------------------------------
 
 /// Row gather: out[r][:] = x[row_src[r]][:] for r < num_out_rows, zeros where row_src[r] < 0 (so
-/// padding rows are clean for the wgrad GEMM). x[num_in_rows][hidden], out[num_out_rows][hidden] bf16.
-/// Preconditions: hidden % 8 == 0, 16-byte aligned pointers, row_src[r] < num_in_rows.
+/// padding rows are clean for the wgrad GEMM). x[num_in_rows][hidden], out[num_out_rows][hidden]
+/// bf16. Preconditions: hidden % 8 == 0, 16-byte aligned pointers, row_src[r] < num_in_rows.
 void launch_permute(const bf16* x, int64_t num_in_rows, int hidden, const int* row_src,
                     int64_t num_out_rows, bf16* out, cudaStream_t stream);
 
@@ -135,7 +141,8 @@ void launch_swiglu_fwd(const bf16* fc1_out, int64_t num_rows, int ffn, bf16* out
                        cudaStream_t stream);
 
 /// SwiGLU backward: d_fc1[num_rows][2*ffn] = [d_out*up*silu'(gate) | d_out*silu(gate)], where
-/// silu'(g) = s(g) * (1 + g * (1 - s(g))), s = sigmoid. fc1_out as in forward, d_out[num_rows][ffn].
+/// silu'(g) = s(g) * (1 + g * (1 - s(g))), s = sigmoid. fc1_out as in forward,
+/// d_out[num_rows][ffn].
 void launch_swiglu_bwd(const bf16* fc1_out, const bf16* d_out, int64_t num_rows, int ffn,
                        bf16* d_fc1, cudaStream_t stream);
 
@@ -171,8 +178,9 @@ void grouped_gemm_dgrad(cublasHandle_t handle, const bf16* dy, const bf16* w, bf
                         int num_experts, int n, int k, GroupedGemmAlgo algo, void* workspace,
                         cudaStream_t stream);
 
-/// Expert weight gradient: dw_e[k][n] = x_e^T @ dy_e (+ dw_e when accumulate). dw[num_experts][k][n].
-/// An empty expert gets dw_e = 0 (or is left untouched when accumulate), as a GEMM over 0 rows would.
+/// Expert weight gradient: dw_e[k][n] = x_e^T @ dy_e (+ dw_e when accumulate).
+/// dw[num_experts][k][n]. An empty expert gets dw_e = 0 (or is left untouched when accumulate), as
+/// a GEMM over 0 rows would.
 void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf16* dw,
                         const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
                         int num_experts, int n, int k, bool accumulate, GroupedGemmAlgo algo,
@@ -188,9 +196,9 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
 // or peer pointers after cudaDeviceEnablePeerAccess / IPC). Sizes, with T = max_tokens_per_rank
 // (>= num_tokens of every source), R = num_ranks, H = hidden, K = num_topk:
 //   recv_x[R][T][H] bf16            token rows from each source rank, slot-ordered
-//   recv_topk_idx[R][T][K] int32    LOCAL expert index on this rank, -1 if that expert lives elsewhere
-//   recv_topk_weights[R][T][K] fp32 router weight of each copy (meaningful where idx >= 0)
-//   recv_count[R] int32             tokens received from each source (written before the flag)
+//   recv_topk_idx[R][T][K] int32    LOCAL expert index on this rank, -1 if that expert lives
+//   elsewhere recv_topk_weights[R][T][K] fp32 router weight of each copy (meaningful where idx >=
+//   0) recv_count[R] int32             tokens received from each source (written before the flag)
 //   recv_flag[R] uint64             = seq once source's dispatch data has landed
 //   combine_x[R][T][H] bf16         on the SOURCE rank: each expert rank's weighted partial sum,
 //                                   at the same slot the token had in that rank's recv_x
@@ -201,24 +209,25 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
 //   src:  launch_flex_layout -> token_slot_in_rank, num_tokens_per_rank
 //   src:  launch_flex_dispatch_send     (never waits)
 //   dst:  launch_flex_dispatch_wait     (spins on recv_flag[*] == seq, with timeout)
-//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permute -> experts -> out rows
-//   dst:  launch_flex_combine_send      (weighted sum over local experts, written once to the source)
-//   src:  launch_flex_combine_wait, then launch_flex_combine_reduce -> out[num_tokens][H]
+//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permute -> experts -> out
+//   rows dst:  launch_flex_combine_send      (weighted sum over local experts, written once to the
+//   source) src:  launch_flex_combine_wait, then launch_flex_combine_reduce -> out[num_tokens][H]
 // Because sends never wait, issuing every virtual rank's send and then every wait on one stream
-// cannot deadlock. The caller must not start step n+1's send to a rank before that rank has consumed
-// step n's recv buffers (on one stream or with the combine in between this holds by construction).
-// Timeouts write a FlexError record; launchers throw std::runtime_error naming the rank, the source
-// and what was awaited when they see one (also call check_flex_error after synchronizing).
+// cannot deadlock. The caller must not start step n+1's send to a rank before that rank has
+// consumed step n's recv buffers (on one stream or with the combine in between this holds by
+// construction). Timeouts write a FlexError record; launchers throw std::runtime_error naming the
+// rank, the source and what was awaited when they see one (also call check_flex_error after
+// synchronizing).
 
 struct FlexBuffers {
-  bf16* recv_x = nullptr;                 ///< [num_ranks][max_tokens_per_rank][hidden]
-  int* recv_topk_idx = nullptr;           ///< [num_ranks][max_tokens_per_rank][num_topk]
-  float* recv_topk_weights = nullptr;     ///< [num_ranks][max_tokens_per_rank][num_topk]
-  int* recv_count = nullptr;              ///< [num_ranks]
-  uint64_t* recv_flag = nullptr;          ///< [num_ranks]
-  bf16* combine_x = nullptr;              ///< [num_ranks][max_tokens_per_rank][hidden]
-  uint64_t* combine_flag = nullptr;       ///< [num_ranks]
-  unsigned int* done_counter = nullptr;   ///< [2]: dispatch, combine; zeroed once by the owner
+  bf16* recv_x = nullptr;                ///< [num_ranks][max_tokens_per_rank][hidden]
+  int* recv_topk_idx = nullptr;          ///< [num_ranks][max_tokens_per_rank][num_topk]
+  float* recv_topk_weights = nullptr;    ///< [num_ranks][max_tokens_per_rank][num_topk]
+  int* recv_count = nullptr;             ///< [num_ranks]
+  uint64_t* recv_flag = nullptr;         ///< [num_ranks]
+  bf16* combine_x = nullptr;             ///< [num_ranks][max_tokens_per_rank][hidden]
+  uint64_t* combine_flag = nullptr;      ///< [num_ranks]
+  unsigned int* done_counter = nullptr;  ///< [2]: dispatch, combine; zeroed once by the owner
 };
 
 /// Bytes of each FlexBuffers array, for the caller's allocation.
@@ -233,13 +242,14 @@ struct FlexBufferBytes {
 /// Sizes of one rank's FlexBuffers (see the table above).
 FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hidden, int num_topk);
 
-/// Timeout report. Allocate with cudaHostAlloc(cudaHostAllocMapped) and zero it; pass the pointer
+/// Timeout report. Allocate with cudaHostAlloc(cudaHostAllocMapped | cudaHostAllocPortable: one
+/// record may serve ranks on several GPUs) and zero it; pass the pointer
 /// (valid on the device under unified addressing) to the wait launchers.
 struct FlexError {
-  int status = 0;            ///< 0 ok, 1 timed out
-  int rank = -1;             ///< rank that waited
-  int src_rank = -1;         ///< rank it waited for
-  int what = 0;              ///< 1 dispatch data, 2 combine data
+  int status = 0;     ///< 0 ok, 1 timed out
+  int rank = -1;      ///< rank that waited
+  int src_rank = -1;  ///< rank it waited for
+  int what = 0;       ///< 1 dispatch data, 2 combine data
   uint64_t expected_seq = 0;
   uint64_t seen_seq = 0;
 };
@@ -256,9 +266,10 @@ void check_flex_error(const FlexError* record);
 /// local experts -> recv_topk_idx / recv_topk_weights. The last block to finish writes
 /// recv_count[rank] = num_tokens_per_rank[d] and then recv_flag[rank] = seq on every destination
 /// (system-scope fence first). Never waits. x[num_tokens][hidden] bf16, topk_idx/topk_weights
-/// [num_tokens][num_topk], token_slot_in_rank[num_tokens][num_ranks], num_tokens_per_rank[num_ranks]
-/// from launch_flex_layout; peers: DEVICE array of num_ranks FlexBuffers; own: this rank's FlexBuffers
-/// (host copy; its done_counter is used). num_sms = grid size (blocks), 1..1024.
+/// [num_tokens][num_topk], token_slot_in_rank[num_tokens][num_ranks],
+/// num_tokens_per_rank[num_ranks] from launch_flex_layout; peers: DEVICE array of num_ranks
+/// FlexBuffers; own: this rank's FlexBuffers (host copy; its done_counter is used). num_sms = grid
+/// size (blocks), 1..1024.
 void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int* topk_idx,
                                const float* topk_weights, const int* token_slot_in_rank,
                                const int* num_tokens_per_rank, int num_tokens, int hidden,

@@ -60,7 +60,7 @@ __global__ void dispatch_layout_kernel(const int* __restrict__ topk_idx, int num
 enum class BinMode { kExpert, kRank };
 
 struct BinArgs {
-  const int* topk_idx;             // [num_tokens][num_topk]
+  const int* topk_idx;               // [num_tokens][num_topk]
   const int* num_valid_per_segment;  // null or [num_tokens / segment_len]
   int segment_len;
   int num_tokens, num_topk, num_bins, experts_per_rank;
@@ -137,8 +137,9 @@ __global__ void __launch_bounds__(kScanThreads)
   if (bin_offsets != nullptr && threadIdx.x == 0) bin_offsets[num_bins] = carry;
 }
 
-// Phase 3: every entry gets base(bin) + chunk prefix + its rank among the chunk's tokens in that bin.
-// kExpert: permuted_row[t][k] = row, row_src_token[row] = t. kRank: slot[t][rank] (-1 elsewhere).
+// Phase 3: every entry gets base(bin) + chunk prefix + its rank among the chunk's tokens in that
+// bin. kExpert: permuted_row[t][k] = row, row_src_token[row] = t. kRank: slot[t][rank] (-1
+// elsewhere).
 template <BinMode kMode>
 __global__ void __launch_bounds__(kChunkTokens)
     bin_place_kernel(BinArgs a, const int* __restrict__ chunk_prefix,
@@ -153,7 +154,8 @@ __global__ void __launch_bounds__(kChunkTokens)
   if (valid) {
     for (int k = 0; k < a.num_topk; ++k) {
       int e = a.topk_idx[static_cast<int64_t>(t) * a.num_topk + k];
-      if (e >= 0) atomicOr(&bits[bin_of(a, e, kMode) * kChunkWords + local / 32], 1u << (local % 32));
+      if (e >= 0)
+        atomicOr(&bits[bin_of(a, e, kMode) * kChunkWords + local / 32], 1u << (local % 32));
     }
   }
   __syncthreads();

@@ -13,7 +13,9 @@ void require(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-int64_t round_up(int64_t value, int64_t align) { return (value + align - 1) / align * align; }
+int64_t round_up(int64_t value, int64_t align) {
+  return (value + align - 1) / align * align;
+}
 
 }  // namespace
 
@@ -77,8 +79,8 @@ void alltoall_layout(const int* topk_idx, const int* num_valid_per_segment, int 
   }
 }
 
-void flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
-                 int num_ranks, int* token_slot_in_rank, int* num_tokens_per_rank) {
+void flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts, int num_ranks,
+                 int* token_slot_in_rank, int* num_tokens_per_rank) {
   require(num_ranks >= 1 && num_experts % num_ranks == 0, "num_ranks must divide num_experts");
   const int experts_per_rank = num_experts / num_ranks;
   std::fill(num_tokens_per_rank, num_tokens_per_rank + num_ranks, 0);
@@ -96,8 +98,8 @@ void flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_expe
 }
 
 void sort_chunks_layout(const int* num_tokens_per_src_expert, int num_src_ranks,
-                        int num_local_experts, int align, int64_t max_in_rows,
-                        int64_t max_out_rows, int* row_src, int* row_dst, int* expert_offsets,
+                        int num_local_experts, int align, int64_t max_in_rows, int64_t max_out_rows,
+                        int* row_src, int* row_dst, int* expert_offsets,
                         int* num_tokens_per_expert) {
   require(align >= 1, "align must be >= 1");
   auto count = [&](int s, int e) {

@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kThreads)
       int4 v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (base + u * kWarpSize < vecs_per_row) v[u] = detail::ld_stream(in + base + u * kWarpSize);
+        if (base + u * kWarpSize < vecs_per_row)
+          v[u] = detail::ld_stream(in + base + u * kWarpSize);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
         if (base + u * kWarpSize < vecs_per_row) dst[base + u * kWarpSize] = v[u];

@@ -1,7 +1,8 @@
 #pragma once
 // Plain C++ references of the kernels in launchers.hpp: the same semantics, the same deterministic
-// orders and the same rounding points (fp32 accumulation, one bf16 rounding per output), written for
-// clarity. Host pointers; bf16 is stored as uint16_t (bit pattern of __nv_bfloat16). No CUDA here.
+// orders and the same rounding points (fp32 accumulation, one bf16 rounding per output), written
+// for clarity. Host pointers; bf16 is stored as uint16_t (bit pattern of __nv_bfloat16). No CUDA
+// here.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -15,7 +16,9 @@ uint16_t float_to_bf16(float value);
 /// bf16 bits -> fp32 (exact).
 float bf16_to_float(uint16_t bits);
 /// Rounds through bf16 and back.
-inline float round_bf16(float value) { return bf16_to_float(float_to_bf16(value)); }
+inline float round_bf16(float value) {
+  return bf16_to_float(float_to_bf16(value));
+}
 
 /// See launch_routing. logits[num_tokens][num_experts], score_bias[num_experts] or null,
 /// topk_idx / topk_weights [num_tokens][num_topk].
@@ -35,13 +38,13 @@ void alltoall_layout(const int* topk_idx, const int* num_valid_per_segment, int 
                      int* num_tokens_per_expert);
 
 /// See launch_flex_layout.
-void flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
-                 int num_ranks, int* token_slot_in_rank, int* num_tokens_per_rank);
+void flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts, int num_ranks,
+                 int* token_slot_in_rank, int* num_tokens_per_rank);
 
 /// See launch_sort_chunks_layout.
 void sort_chunks_layout(const int* num_tokens_per_src_expert, int num_src_ranks,
-                        int num_local_experts, int align, int64_t max_in_rows,
-                        int64_t max_out_rows, int* row_src, int* row_dst, int* expert_offsets,
+                        int num_local_experts, int align, int64_t max_in_rows, int64_t max_out_rows,
+                        int* row_src, int* row_dst, int* expert_offsets,
                         int* num_tokens_per_expert);
 
 /// See launch_permute. x[num_in_rows][hidden], out[num_out_rows][hidden].
@@ -65,8 +68,8 @@ float swiglu_value(float gate, float up);
 void swiglu_grad(float gate, float up, float* d_gate, float* d_up);
 
 /// See gemm_bf16: c[m][n] = alpha * op(a) @ op(b) + beta * c, fp32 accumulation, bf16 out.
-void gemm_bf16(const uint16_t* a, const uint16_t* b, uint16_t* c, int m, int n, int k,
-               bool trans_a, bool trans_b, float alpha, float beta);
+void gemm_bf16(const uint16_t* a, const uint16_t* b, uint16_t* c, int m, int n, int k, bool trans_a,
+               bool trans_b, float alpha, float beta);
 
 /// See grouped_gemm_fwd (host count / offset arrays).
 void grouped_gemm_fwd(const uint16_t* x, const uint16_t* w, uint16_t* out,
@@ -83,13 +86,13 @@ void grouped_gemm_wgrad(const uint16_t* x, const uint16_t* dy, uint16_t* dw,
 
 /// One rank's flex buffers on the host (layouts as FlexBuffers in launchers.hpp).
 struct FlexRankBuffers {
-  std::vector<uint16_t> recv_x;           ///< [num_ranks][max_tokens_per_rank][hidden]
-  std::vector<int> recv_topk_idx;         ///< [num_ranks][max_tokens_per_rank][num_topk]
-  std::vector<float> recv_topk_weights;   ///< [num_ranks][max_tokens_per_rank][num_topk]
-  std::vector<int> recv_count;            ///< [num_ranks]
-  std::vector<uint64_t> recv_flag;        ///< [num_ranks]
-  std::vector<uint16_t> combine_x;        ///< [num_ranks][max_tokens_per_rank][hidden]
-  std::vector<uint64_t> combine_flag;     ///< [num_ranks]
+  std::vector<uint16_t> recv_x;          ///< [num_ranks][max_tokens_per_rank][hidden]
+  std::vector<int> recv_topk_idx;        ///< [num_ranks][max_tokens_per_rank][num_topk]
+  std::vector<float> recv_topk_weights;  ///< [num_ranks][max_tokens_per_rank][num_topk]
+  std::vector<int> recv_count;           ///< [num_ranks]
+  std::vector<uint64_t> recv_flag;       ///< [num_ranks]
+  std::vector<uint16_t> combine_x;       ///< [num_ranks][max_tokens_per_rank][hidden]
+  std::vector<uint64_t> combine_flag;    ///< [num_ranks]
 };
 /// Zero-filled buffers for one rank.
 FlexRankBuffers make_flex_rank_buffers(int num_ranks, int max_tokens_per_rank, int hidden,

@@ -48,7 +48,7 @@ __device__ __forceinline__ float warp_sum(float value) {
 
 // logits[num_tokens][num_experts] -> topk_idx / topk_weights [num_tokens][num_topk]
 template <int kPerLane>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     routing_kernel(const float* __restrict__ logits, const float* __restrict__ score_bias,
                    int num_tokens, int num_experts, int num_topk, int num_groups, int group_topk,
                    bool softmax, bool normalize, float scaling_factor, int* __restrict__ topk_idx,
@@ -159,7 +159,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
       for (int j = 0; j < kPerLane; ++j)
         if (lane + j * kWarpSize == idx) taken[j] = true;
     }
-    const float winner_score = __shfl_sync(0xffffffffu, local_idx == idx ? value_score : 0.f, owner);
+    const float winner_score =
+        __shfl_sync(0xffffffffu, local_idx == idx ? value_score : 0.f, owner);
     sum += winner_score;  // in k order, as the reference
     if (lane == k) {
       my_idx = idx;
@@ -187,10 +188,11 @@ void launch_routing(const float* logits, const float* score_bias, int num_tokens
           "num_experts must be in [1, " + std::to_string(kMaxRoutingExperts) + "]");
   require(num_groups >= 1 && num_groups <= kMaxExpertGroups && num_experts % num_groups == 0, kFn,
           "num_groups must divide num_experts and be in [1, 32]");
-  require(group_topk >= 1 && group_topk <= num_groups, kFn, "group_topk must be in [1, num_groups]");
-  require(num_topk >= 1 && num_topk <= kMaxTopk &&
-              num_topk <= group_topk * (num_experts / num_groups),
-          kFn, "num_topk must be in [1, min(32, experts in the kept groups)]");
+  require(group_topk >= 1 && group_topk <= num_groups, kFn,
+          "group_topk must be in [1, num_groups]");
+  require(
+      num_topk >= 1 && num_topk <= kMaxTopk && num_topk <= group_topk * (num_experts / num_groups),
+      kFn, "num_topk must be in [1, min(32, experts in the kept groups)]");
   if (num_tokens == 0) return;
   detail::require_pointer(logits, kFn, "logits");
   detail::require_pointer(topk_idx, kFn, "topk_idx");
@@ -198,15 +200,18 @@ void launch_routing(const float* logits, const float* score_bias, int num_tokens
   const bool softmax = score_function == ScoreFunction::kSoftmax;
   const dim3 grid((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const dim3 block(kWarpsPerBlock * kWarpSize);
-#define EPO_ROUTING_LAUNCH(kPerLane)                                                             \
-  routing_kernel<kPerLane><<<grid, block, 0, stream>>>(logits, score_bias, num_tokens,           \
-                                                       num_experts, num_topk, num_groups,        \
-                                                       group_topk, softmax, normalize,           \
-                                                       scaling_factor, topk_idx, topk_weights)
-  if (num_experts <= 64) EPO_ROUTING_LAUNCH(2);
-  else if (num_experts <= 128) EPO_ROUTING_LAUNCH(4);
-  else if (num_experts <= 256) EPO_ROUTING_LAUNCH(8);
-  else EPO_ROUTING_LAUNCH(16);
+#define EPO_ROUTING_LAUNCH(kPerLane)                                                          \
+  routing_kernel<kPerLane><<<grid, block, 0, stream>>>(                                       \
+      logits, score_bias, num_tokens, num_experts, num_topk, num_groups, group_topk, softmax, \
+      normalize, scaling_factor, topk_idx, topk_weights)
+  if (num_experts <= 64)
+    EPO_ROUTING_LAUNCH(2);
+  else if (num_experts <= 128)
+    EPO_ROUTING_LAUNCH(4);
+  else if (num_experts <= 256)
+    EPO_ROUTING_LAUNCH(8);
+  else
+    EPO_ROUTING_LAUNCH(16);
 #undef EPO_ROUTING_LAUNCH
   EPO_CUDA_CHECK_LAUNCH();
 }

@@ -36,8 +36,8 @@ void check_routing_args(int num_tokens, int num_experts, int num_topk, int num_g
                         int group_topk) {
   if (num_tokens < 0) throw std::invalid_argument("num_tokens must be >= 0");
   if (num_experts < 1 || num_experts > kMaxRoutingExperts)
-    throw std::invalid_argument("num_experts must be in [1, " +
-                                std::to_string(kMaxRoutingExperts) + "]");
+    throw std::invalid_argument("num_experts must be in [1, " + std::to_string(kMaxRoutingExperts) +
+                                "]");
   if (num_groups < 1 || num_groups > kMaxExpertGroups || num_experts % num_groups != 0)
     throw std::invalid_argument("num_groups must divide num_experts and be in [1, 32]");
   if (group_topk < 1 || group_topk > num_groups)
@@ -71,7 +71,8 @@ void routing(const float* logits, const float* score_bias, int num_tokens, int n
     } else {
       for (int e = 0; e < num_experts; ++e) scores[e] = 1.f / (1.f + std::exp(-row[e]));
     }
-    for (int e = 0; e < num_experts; ++e) choice[e] = scores[e] + (score_bias ? score_bias[e] : 0.f);
+    for (int e = 0; e < num_experts; ++e)
+      choice[e] = scores[e] + (score_bias ? score_bias[e] : 0.f);
 
     std::fill(allowed.begin(), allowed.end(), 1);
     if (num_groups > 1) {

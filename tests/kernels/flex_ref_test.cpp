@@ -20,7 +20,9 @@ struct SourceRank {
 };
 
 // Expert e scales its input by 2^(e % 3 - 1): exact in bf16, distinct per expert.
-float expert_scale(int e) { return std::ldexp(1.f, e % 3 - 1); }
+float expert_scale(int e) {
+  return std::ldexp(1.f, e % 3 - 1);
+}
 
 // One full dispatch -> experts -> combine step over num_ranks ranks; returns each rank's output.
 std::vector<std::vector<uint16_t>> flex_step(std::vector<SourceRank>& src, int num_ranks,
@@ -33,9 +35,8 @@ std::vector<std::vector<uint16_t>> flex_step(std::vector<SourceRank>& src, int n
     ref::flex_layout(src[r].topk_idx.data(), num_tokens, num_topk, num_experts, num_ranks,
                      src[r].slot.data(), src[r].per_rank.data());
     ref::flex_dispatch_send(r, num_ranks, src[r].x.data(), src[r].topk_idx.data(),
-                            src[r].topk_weights.data(), src[r].slot.data(),
-                            src[r].per_rank.data(), num_tokens, hidden, num_topk, num_experts,
-                            max_tokens, buffers, seq);
+                            src[r].topk_weights.data(), src[r].slot.data(), src[r].per_rank.data(),
+                            num_tokens, hidden, num_topk, num_experts, max_tokens, buffers, seq);
   }
   for (int d = 0; d < num_ranks; ++d) {
     ref::FlexRankBuffers& own = buffers[d];

@@ -19,16 +19,16 @@ std::vector<float> fl(const std::vector<uint16_t>& v) {
 }  // namespace
 
 TEST_CASE("dense GEMM by hand, all transpose combinations", "[kernels][ref]") {
-  auto a = bf({1, 2, 3, 4, 5, 6});     // a[2][3]
-  auto b = bf({1, 0, 0, 1, 1, 1});     // b[3][2]
-  auto at = bf({1, 4, 2, 5, 3, 6});    // a^T stored [3][2]
-  auto bt = bf({1, 0, 1, 0, 1, 1});    // b^T stored [2][3]
+  auto a = bf({1, 2, 3, 4, 5, 6});                     // a[2][3]
+  auto b = bf({1, 0, 0, 1, 1, 1});                     // b[3][2]
+  auto at = bf({1, 4, 2, 5, 3, 6});                    // a^T stored [3][2]
+  auto bt = bf({1, 0, 1, 0, 1, 1});                    // b^T stored [2][3]
   const std::vector<float> expected = {4, 5, 10, 11};  // [1+3, 2+3], [4+6, 5+6]
   for (int mode = 0; mode < 4; ++mode) {
     bool ta = mode & 1, tb = mode & 2;
     std::vector<uint16_t> c(4);
-    ref::gemm_bf16(ta ? at.data() : a.data(), tb ? bt.data() : b.data(), c.data(), 2, 2, 3, ta,
-                   tb, 1.f, 0.f);
+    ref::gemm_bf16(ta ? at.data() : a.data(), tb ? bt.data() : b.data(), c.data(), 2, 2, 3, ta, tb,
+                   1.f, 0.f);
     CHECK(fl(c) == expected);
   }
   std::vector<uint16_t> c = bf({1, 1, 1, 1});
@@ -52,7 +52,8 @@ TEST_CASE("grouped GEMMs with an empty expert", "[kernels][ref]") {
   std::vector<uint16_t> dw = bf(std::vector<float>(12, 7.f));
   ref::grouped_gemm_wgrad(x.data(), x.data(), dw.data(), counts.data(), offsets.data(), 3, n, k,
                           false);
-  // Expert 0: x^T x over rows {1,2},{3,4} = {{10,14},{14,20}}; expert 1 empty -> zeros; expert 2: {{25,30},{30,36}}.
+  // Expert 0: x^T x over rows {1,2},{3,4} = {{10,14},{14,20}}; expert 1 empty -> zeros; expert 2:
+  // {{25,30},{30,36}}.
   CHECK(fl(dw) == std::vector<float>({10, 14, 14, 20, 0, 0, 0, 0, 25, 30, 30, 36}));
   ref::grouped_gemm_wgrad(x.data(), x.data(), dw.data(), counts.data(), offsets.data(), 3, n, k,
                           true);

@@ -14,7 +14,9 @@
 namespace epo::kernels::test {
 
 /// Expert e multiplies its input by 2^(e % 3 - 1): exact in bf16 and different per expert.
-inline float flex_expert_scale(int global_expert) { return std::ldexp(1.f, global_expert % 3 - 1); }
+inline float flex_expert_scale(int global_expert) {
+  return std::ldexp(1.f, global_expert % 3 - 1);
+}
 
 struct FlexRank {
   int device = 0;
@@ -80,7 +82,8 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
     ranks[r].peers = DeviceBuffer<FlexBuffers>(table);
   }
   FlexError* error = nullptr;
-  cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError), cudaHostAllocMapped),
+  cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError),
+                        cudaHostAllocMapped | cudaHostAllocPortable),
           "cudaHostAlloc");
   *error = FlexError{};
 
@@ -156,17 +159,21 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       const ref::FlexRankBuffers& h = host[d];
       std::vector<int> count(num_ranks);
       cuda_ok(cudaMemcpy(count.data(), ranks[d].buffers.recv_count, sizeof(int) * num_ranks,
-                         cudaMemcpyDeviceToHost), "recv_count");
+                         cudaMemcpyDeviceToHost),
+              "recv_count");
       CHECK(count == h.recv_count);
       std::vector<uint16_t> recv_x(h.recv_x.size());
       std::vector<int> recv_idx(h.recv_topk_idx.size());
       std::vector<float> recv_w(h.recv_topk_weights.size());
       cuda_ok(cudaMemcpy(recv_x.data(), ranks[d].buffers.recv_x, recv_x.size() * 2,
-                         cudaMemcpyDeviceToHost), "recv_x");
+                         cudaMemcpyDeviceToHost),
+              "recv_x");
       cuda_ok(cudaMemcpy(recv_idx.data(), ranks[d].buffers.recv_topk_idx, recv_idx.size() * 4,
-                         cudaMemcpyDeviceToHost), "recv_topk_idx");
+                         cudaMemcpyDeviceToHost),
+              "recv_topk_idx");
       cuda_ok(cudaMemcpy(recv_w.data(), ranks[d].buffers.recv_topk_weights, recv_w.size() * 4,
-                         cudaMemcpyDeviceToHost), "recv_topk_weights");
+                         cudaMemcpyDeviceToHost),
+              "recv_topk_weights");
       int64_t bad_rows = 0;
       for (int s = 0; s < num_ranks; ++s) {
         for (int slot = 0; slot < h.recv_count[s]; ++slot) {
@@ -219,8 +226,8 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       launch_flex_combine_send(d, num_ranks, reinterpret_cast<const bf16*>(d_expert_out[d].get()),
                                max_rows, d_permuted_row[d].get(), H, K, T, ranks[d].peers.get(),
                                ranks[d].buffers, seq, num_sms, ranks[d].stream);
-      ref::flex_combine_send(d, num_ranks, expert_out[d].data(), max_rows,
-                             permuted_row[d].data(), H, K, T, host, seq);
+      ref::flex_combine_send(d, num_ranks, expert_out[d].data(), max_rows, permuted_row[d].data(),
+                             H, K, T, host, seq);
     }
     std::vector<DeviceBuffer<uint16_t>> d_out(num_ranks);
     for (int r = 0; r < num_ranks; ++r) {
@@ -229,8 +236,7 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       launch_flex_combine_wait(r, num_ranks, ranks[r].buffers, seq, kDefaultFlexTimeoutCycles,
                                error, ranks[r].stream);
       launch_flex_combine_reduce(num_ranks, ranks[r].buffers, src[r].d_slot.get(), T, H, T,
-                                 reinterpret_cast<bf16*>(d_out[r].get()), num_sms,
-                                 ranks[r].stream);
+                                 reinterpret_cast<bf16*>(d_out[r].get()), num_sms, ranks[r].stream);
     }
     for (int r = 0; r < num_ranks; ++r) {
       cuda_ok(cudaSetDevice(c.devices[r]), "cudaSetDevice");

@@ -22,8 +22,10 @@ TEST_CASE("flex between two GPUs matches the reference pipeline", "[kernels][mul
   for (int d : {0, 1}) {
     REQUIRE(cudaSetDevice(d) == cudaSuccess);
     cudaError_t status = cudaDeviceEnablePeerAccess(1 - d, 0);
-    if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-    else REQUIRE(status == cudaSuccess);
+    if (status == cudaErrorPeerAccessAlreadyEnabled)
+      cudaGetLastError();
+    else
+      REQUIRE(status == cudaSuccess);
   }
   test::FlexCase c{512, 7168, 8, 256, {0, 1}, {8, 16, 1}};
   test::run_flex_case(c, 4242);

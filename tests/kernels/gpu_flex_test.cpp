@@ -35,8 +35,8 @@ TEST_CASE("flex wait times out with rank, source and what it waited for", "[kern
   storage.fill_bytes(0);
   FlexBuffers own = test::carve_flex_buffers(storage.get(), bytes);
   FlexError* error = nullptr;
-  REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError), cudaHostAllocMapped) ==
-          cudaSuccess);
+  REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError),
+                        cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess);
   *error = FlexError{};
   // Rank 1 already holds seq 5 from itself, nobody else sends it: rank 1 must give up waiting for
   // rank 0 after about a million cycles and say so.

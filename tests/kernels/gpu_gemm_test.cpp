@@ -30,8 +30,12 @@ struct Cublas {
   ~Cublas() { cublasDestroy(handle); }
 };
 
-const bf16* cb(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<const bf16*>(b.get()); }
-bf16* mb(DeviceBuffer<uint16_t>& b) { return reinterpret_cast<bf16*>(b.get()); }
+const bf16* cb(const DeviceBuffer<uint16_t>& b) {
+  return reinterpret_cast<const bf16*>(b.get());
+}
+bf16* mb(DeviceBuffer<uint16_t>& b) {
+  return reinterpret_cast<bf16*>(b.get());
+}
 
 }  // namespace
 
@@ -93,9 +97,8 @@ TEST_CASE("grouped GEMMs match the references with ragged and empty experts", "[
       DeviceBuffer<uint16_t> d_dw(ref_dw);
       ref::grouped_gemm_wgrad(x.data(), dy.data(), ref_dw.data(), counts.data(), offsets.data(),
                               num_experts, n, k, accumulate);
-      grouped_gemm_wgrad(blas.handle, cb(dx_in), cb(d_dy), mb(d_dw), counts.data(),
-                         offsets.data(), num_experts, n, k, accumulate, algo, workspace.get(),
-                         nullptr);
+      grouped_gemm_wgrad(blas.handle, cb(dx_in), cb(d_dy), mb(d_dw), counts.data(), offsets.data(),
+                         num_experts, n, k, accumulate, algo, workspace.get(), nullptr);
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
       CHECK(worst_excess(d_dw.download(), ref_dw, 1.0 / 128, 2e-3) <= 0);
     }

@@ -19,8 +19,8 @@ struct LayoutCase {
 void run_case(const LayoutCase& c, uint32_t seed) {
   INFO("tokens " << c.num_tokens << " topk " << c.num_topk << " experts " << c.num_experts
                  << " ranks " << c.num_ranks << " active " << c.num_active_experts);
-  auto routing = random_routing(c.num_tokens, c.num_topk, c.num_experts, seed,
-                                c.num_active_experts, c.skew);
+  auto routing =
+      random_routing(c.num_tokens, c.num_topk, c.num_experts, seed, c.num_active_experts, c.skew);
   // A few empty slots (-1) as a capacity-dropping router would leave.
   for (size_t i = 7; i < routing.topk_idx.size(); i += 97) routing.topk_idx[i] = -1;
   DeviceBuffer<int> d_idx(routing.topk_idx);
@@ -43,8 +43,9 @@ void run_case(const LayoutCase& c, uint32_t seed) {
 
   for (int align : {1, 16}) {
     {
-    INFO("alltoall layout, align " + std::to_string(align));
-      const int64_t max_rows = alltoall_layout_max_rows(c.num_tokens, c.num_topk, c.num_experts, align);
+      INFO("alltoall layout, align " + std::to_string(align));
+      const int64_t max_rows =
+          alltoall_layout_max_rows(c.num_tokens, c.num_topk, c.num_experts, align);
       std::vector<int> permuted_row(routing.topk_idx.size()), row_src(max_rows),
           offsets(c.num_experts + 1), counts(c.num_experts);
       ref::alltoall_layout(routing.topk_idx.data(), nullptr, 0, c.num_tokens, c.num_topk,
@@ -91,8 +92,8 @@ void run_case(const LayoutCase& c, uint32_t seed) {
   {
     INFO("flex layout");
     std::vector<int> slot(static_cast<size_t>(c.num_tokens) * c.num_ranks), per_rank(c.num_ranks);
-    ref::flex_layout(routing.topk_idx.data(), c.num_tokens, c.num_topk, c.num_experts,
-                     c.num_ranks, slot.data(), per_rank.data());
+    ref::flex_layout(routing.topk_idx.data(), c.num_tokens, c.num_topk, c.num_experts, c.num_ranks,
+                     slot.data(), per_rank.data());
     DeviceBuffer<int> d_slot(slot.size()), d_per_rank(per_rank.size());
     DeviceBuffer<char> workspace(layout_workspace_bytes(c.num_tokens, c.num_ranks));
     launch_flex_layout(d_idx.get(), c.num_tokens, c.num_topk, c.num_experts, c.num_ranks,
@@ -106,19 +107,21 @@ void run_case(const LayoutCase& c, uint32_t seed) {
     INFO("sort chunks [src][expert] -> [expert][src]");
     const int num_local = c.num_experts / c.num_ranks;
     std::vector<int> counts(static_cast<size_t>(c.num_ranks) * num_local);
-    for (size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<int>((i * 37 + seed) % 23) * (i % 5 != 0);
+    for (size_t i = 0; i < counts.size(); ++i)
+      counts[i] = static_cast<int>((i * 37 + seed) % 23) * (i % 5 != 0);
     int64_t in_rows = 0;
     for (int v : counts) in_rows += v;
     const int align = 16;
     const int64_t out_rows = in_rows + num_local * (align - 1);
-    std::vector<int> row_src(out_rows), row_dst(in_rows + 3), offsets(num_local + 1), per_expert(num_local);
+    std::vector<int> row_src(out_rows), row_dst(in_rows + 3), offsets(num_local + 1),
+        per_expert(num_local);
     ref::sort_chunks_layout(counts.data(), c.num_ranks, num_local, align, in_rows + 3, out_rows,
                             row_src.data(), row_dst.data(), offsets.data(), per_expert.data());
     DeviceBuffer<int> d_counts(counts), d_row_src(row_src.size()), d_row_dst(row_dst.size()),
         d_offsets(offsets.size()), d_per_expert(per_expert.size());
-    launch_sort_chunks_layout(d_counts.get(), c.num_ranks, num_local, align, in_rows + 3,
-                              out_rows, d_row_src.get(), d_row_dst.get(), d_offsets.get(),
-                              d_per_expert.get(), nullptr);
+    launch_sort_chunks_layout(d_counts.get(), c.num_ranks, num_local, align, in_rows + 3, out_rows,
+                              d_row_src.get(), d_row_dst.get(), d_offsets.get(), d_per_expert.get(),
+                              nullptr);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     CHECK(d_row_src.download() == row_src);
     CHECK(d_row_dst.download() == row_dst);
@@ -131,13 +134,12 @@ void run_case(const LayoutCase& c, uint32_t seed) {
 
 TEST_CASE("layout kernels match the references", "[kernels][gpu]") {
   const std::vector<LayoutCase> cases = {
-      {4096, 8, 256, 8, 256, 0.0},    // DeepSeek-V3, balanced
-      {4096, 8, 128, 8, 128, 1.2},    // Qwen3-30B-A3B, skewed
-      {1000, 6, 64, 4, 40, 0.5},      // 24 experts never chosen
-      {257, 2, 16, 2, 3, 0.0},        // chunk boundary + 1, most experts empty
-      {1, 4, 8, 8, 8, 0.0},
-      {0, 8, 256, 8, 256, 0.0},
-      {3000, 8, 1024, 64, 1024, 0.3}, // many bins and ranks
+      {4096, 8, 256, 8, 256, 0.0},  // DeepSeek-V3, balanced
+      {4096, 8, 128, 8, 128, 1.2},  // Qwen3-30B-A3B, skewed
+      {1000, 6, 64, 4, 40, 0.5},    // 24 experts never chosen
+      {257, 2, 16, 2, 3, 0.0},      // chunk boundary + 1, most experts empty
+      {1, 4, 8, 8, 8, 0.0},           {0, 8, 256, 8, 256, 0.0},
+      {3000, 8, 1024, 64, 1024, 0.3},  // many bins and ranks
   };
   uint32_t seed = 11;
   for (const auto& c : cases) run_case(c, seed++);

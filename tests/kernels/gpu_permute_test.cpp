@@ -14,7 +14,9 @@ using epo::kernels::test::random_routing;
 using epo::kernels::test::worst_excess;
 
 TEST_CASE("permute and unpermute match the references", "[kernels][gpu]") {
-  struct Case { int num_tokens, num_topk, num_experts, hidden, align, active; };
+  struct Case {
+    int num_tokens, num_topk, num_experts, hidden, align, active;
+  };
   const std::vector<Case> cases = {
       {512, 8, 256, 7168, 16, 200},  // DeepSeek-V3 hidden, 56 empty experts
       {1024, 8, 128, 2048, 1, 128},  // Qwen3 hidden
@@ -25,7 +27,8 @@ TEST_CASE("permute and unpermute match the references", "[kernels][gpu]") {
   for (const auto& c : cases) {
     INFO("tokens " << c.num_tokens << " hidden " << c.hidden << " align " << c.align);
     auto routing = random_routing(c.num_tokens, c.num_topk, c.num_experts, seed++, c.active, 0.7);
-    const int64_t max_rows = alltoall_layout_max_rows(c.num_tokens, c.num_topk, c.num_experts, c.align);
+    const int64_t max_rows =
+        alltoall_layout_max_rows(c.num_tokens, c.num_topk, c.num_experts, c.align);
     std::vector<int> permuted_row(routing.topk_idx.size()), row_src(max_rows),
         offsets(c.num_experts + 1), counts(c.num_experts);
     ref::alltoall_layout(routing.topk_idx.data(), nullptr, 0, c.num_tokens, c.num_topk,
@@ -81,7 +84,8 @@ TEST_CASE("permute launchers check sizes and alignment", "[kernels][gpu]") {
 }
 
 TEST_CASE("SwiGLU forward and backward match the references", "[kernels][gpu]") {
-  for (auto [rows, ffn] : std::vector<std::pair<int, int>>{{4096, 2048}, {777, 768}, {3, 8}, {0, 64}}) {
+  for (auto [rows, ffn] :
+       std::vector<std::pair<int, int>>{{4096, 2048}, {777, 768}, {3, 8}, {0, 64}}) {
     INFO("rows " << rows << " ffn " << ffn);
     auto fc1 = random_bf16(static_cast<size_t>(rows) * 2 * ffn, rows + 1, 4.f);
     auto d_out = random_bf16(static_cast<size_t>(rows) * ffn, rows + 2);

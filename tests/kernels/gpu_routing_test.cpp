@@ -27,7 +27,8 @@ std::vector<double> selection_scores(const float* row, const float* bias, int nu
   double max_logit = row[0], sum = 0;
   for (int e = 0; e < num_experts; ++e) max_logit = std::max<double>(max_logit, row[e]);
   for (int e = 0; e < num_experts; ++e) {
-    s[e] = f == ScoreFunction::kSoftmax ? std::exp(row[e] - max_logit) : 1 / (1 + std::exp(-row[e]));
+    s[e] =
+        f == ScoreFunction::kSoftmax ? std::exp(row[e] - max_logit) : 1 / (1 + std::exp(-row[e]));
     sum += s[e];
   }
   for (int e = 0; e < num_experts; ++e) {
@@ -57,9 +58,9 @@ void run_case(const RoutingCase& c, uint32_t seed) {
   DeviceBuffer<float> d_logits(logits), d_bias(bias);
   DeviceBuffer<int> d_idx(ref_idx.size());
   DeviceBuffer<float> d_w(ref_w.size());
-  launch_routing(d_logits.get(), c.with_bias ? d_bias.get() : nullptr, c.num_tokens,
-                 c.num_experts, c.num_topk, c.num_groups, c.group_topk, c.score_function,
-                 c.normalize, c.scaling_factor, d_idx.get(), d_w.get(), nullptr);
+  launch_routing(d_logits.get(), c.with_bias ? d_bias.get() : nullptr, c.num_tokens, c.num_experts,
+                 c.num_topk, c.num_groups, c.group_topk, c.score_function, c.normalize,
+                 c.scaling_factor, d_idx.get(), d_w.get(), nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   auto idx = d_idx.download();
   auto w = d_w.download();
@@ -67,7 +68,8 @@ void run_case(const RoutingCase& c, uint32_t seed) {
   int exact_tokens = 0, near_tie_tokens = 0, wrong_tokens = 0;
   for (int t = 0; t < c.num_tokens; ++t) {
     bool same = true;
-    for (int k = 0; k < c.num_topk; ++k) same &= idx[t * c.num_topk + k] == ref_idx[t * c.num_topk + k];
+    for (int k = 0; k < c.num_topk; ++k)
+      same &= idx[t * c.num_topk + k] == ref_idx[t * c.num_topk + k];
     if (same) {
       ++exact_tokens;
       for (int k = 0; k < c.num_topk; ++k)
@@ -90,14 +92,14 @@ void run_case(const RoutingCase& c, uint32_t seed) {
 
 TEST_CASE("routing kernel matches the reference", "[kernels][gpu]") {
   const std::vector<RoutingCase> cases = {
-      {4096, 256, 8, 8, 4, ScoreFunction::kSigmoid, true, true, 2.5f},   // DeepSeek-V3
-      {4096, 128, 8, 1, 1, ScoreFunction::kSoftmax, false, true, 1.f},   // Qwen3-30B-A3B
+      {4096, 256, 8, 8, 4, ScoreFunction::kSigmoid, true, true, 2.5f},  // DeepSeek-V3
+      {4096, 128, 8, 1, 1, ScoreFunction::kSoftmax, false, true, 1.f},  // Qwen3-30B-A3B
       {1000, 64, 6, 1, 1, ScoreFunction::kSoftmax, false, false, 1.f},
       {777, 512, 8, 16, 4, ScoreFunction::kSigmoid, true, true, 1.f},
-      {333, 160, 6, 8, 3, ScoreFunction::kSoftmax, true, true, 16.f},    // groups of 20 experts
-      {129, 8, 2, 4, 2, ScoreFunction::kSigmoid, false, true, 1.f},      // groups of 2
-      {1, 32, 32, 1, 1, ScoreFunction::kSoftmax, false, true, 1.f},      // top-k = all
-      {50, 16, 1, 16, 1, ScoreFunction::kSigmoid, false, true, 1.f},     // groups of 1
+      {333, 160, 6, 8, 3, ScoreFunction::kSoftmax, true, true, 16.f},  // groups of 20 experts
+      {129, 8, 2, 4, 2, ScoreFunction::kSigmoid, false, true, 1.f},    // groups of 2
+      {1, 32, 32, 1, 1, ScoreFunction::kSoftmax, false, true, 1.f},    // top-k = all
+      {50, 16, 1, 16, 1, ScoreFunction::kSigmoid, false, true, 1.f},   // groups of 1
   };
   uint32_t seed = 1;
   for (const auto& c : cases) run_case(c, seed++);
@@ -114,8 +116,8 @@ TEST_CASE("routing launcher rejects bad arguments naming them", "[kernels][gpu]"
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).find("num_groups") != std::string::npos);
   }
-  CHECK_THROWS_AS(launch_routing(logits.get(), nullptr, 1, 1024, 8, 1, 1,
-                                 ScoreFunction::kSoftmax, true, 1.f, idx.get(), w.get(), nullptr),
+  CHECK_THROWS_AS(launch_routing(logits.get(), nullptr, 1, 1024, 8, 1, 1, ScoreFunction::kSoftmax,
+                                 true, 1.f, idx.get(), w.get(), nullptr),
                   std::invalid_argument);
   CHECK_THROWS_AS(launch_routing(nullptr, nullptr, 1, 64, 8, 1, 1, ScoreFunction::kSoftmax, true,
                                  1.f, idx.get(), w.get(), nullptr),

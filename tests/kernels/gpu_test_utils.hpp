@@ -51,11 +51,13 @@ class DeviceBuffer {
   size_t size() const { return n_; }
   void upload(const std::vector<T>& host) {
     if (host.size() != n_) throw std::invalid_argument("upload: size mismatch");
-    if (n_) cuda_ok(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    if (n_)
+      cuda_ok(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
   }
   std::vector<T> download() const {
     std::vector<T> host(n_);
-    if (n_) cuda_ok(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    if (n_)
+      cuda_ok(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
     return host;
   }
   void fill_bytes(int value) {

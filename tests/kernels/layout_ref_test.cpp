@@ -9,10 +9,10 @@ namespace ref = epo::kernels::ref;
 
 namespace {
 // 4 tokens, top-2, 8 experts on 4 ranks (2 experts each).
-const std::vector<int> kTopkIdx = {0, 3,    // t0 -> experts 0 (rank 0), 3 (rank 1)
-                                   3, 2,    // t1 -> experts 3, 2 (both rank 1)
-                                   7, -1,   // t2 -> expert 7 (rank 3), one empty slot
-                                   1, 0};   // t3 -> experts 1, 0 (both rank 0)
+const std::vector<int> kTopkIdx = {0, 3,   // t0 -> experts 0 (rank 0), 3 (rank 1)
+                                   3, 2,   // t1 -> experts 3, 2 (both rank 1)
+                                   7, -1,  // t2 -> expert 7 (rank 3), one empty slot
+                                   1, 0};  // t3 -> experts 1, 0 (both rank 0)
 }  // namespace
 
 TEST_CASE("dispatch layout counts by hand", "[kernels][ref]") {
@@ -43,7 +43,7 @@ TEST_CASE("alltoall layout pads expert segments to the alignment", "[kernels][re
                        row_src.data(), offsets.data(), counts.data());
   CHECK(offsets == std::vector<int>({0, 4, 8, 12, 16, 16, 16, 16, 20}));
   CHECK(permuted_row == std::vector<int>({0, 12, 13, 8, 16, -1, 4, 1}));
-  CHECK(row_src[2] == -1);  // padding of expert 0
+  CHECK(row_src[2] == -1);   // padding of expert 0
   CHECK(row_src[20] == -1);  // past the last segment
   CHECK(std::count(row_src.begin(), row_src.end(), -1) == max_rows - 7);
 }
@@ -63,9 +63,9 @@ TEST_CASE("flex layout: one slot per destination rank, tokens ascending", "[kern
   std::vector<int> slot(16), per_rank(4);
   ref::flex_layout(kTopkIdx.data(), 4, 2, 8, 4, slot.data(), per_rank.data());
   CHECK(per_rank == std::vector<int>({2, 2, 0, 1}));
-  CHECK(slot == std::vector<int>({0, 0, -1, -1,    // t0 -> ranks 0 and 1
-                                  -1, 1, -1, -1,   // t1 -> rank 1 once (two experts there)
-                                  -1, -1, -1, 0,   // t2 -> rank 3
+  CHECK(slot == std::vector<int>({0, 0, -1, -1,   // t0 -> ranks 0 and 1
+                                  -1, 1, -1, -1,  // t1 -> rank 1 once (two experts there)
+                                  -1, -1, -1, 0,  // t2 -> rank 3
                                   1, -1, -1, -1}));
 }
 

@@ -57,10 +57,12 @@ TEST_CASE("SwiGLU backward matches finite differences", "[kernels][ref]") {
     for (float u : {-1.5f, 0.3f, 2.f}) {
       float d_gate, d_up;
       ref::swiglu_grad(g, u, &d_gate, &d_up);
-      double fd_gate = (static_cast<double>(ref::swiglu_value(g + eps, u)) -
-                        ref::swiglu_value(g - eps, u)) / (2 * eps);
-      double fd_up = (static_cast<double>(ref::swiglu_value(g, u + eps)) -
-                      ref::swiglu_value(g, u - eps)) / (2 * eps);
+      double fd_gate =
+          (static_cast<double>(ref::swiglu_value(g + eps, u)) - ref::swiglu_value(g - eps, u)) /
+          (2 * eps);
+      double fd_up =
+          (static_cast<double>(ref::swiglu_value(g, u + eps)) - ref::swiglu_value(g, u - eps)) /
+          (2 * eps);
       CHECK(d_gate == Approx(fd_gate).margin(2e-3));
       CHECK(d_up == Approx(fd_up).margin(2e-3));
     }
@@ -83,8 +85,10 @@ TEST_CASE("SwiGLU forward and backward on bf16 rows: gate half first", "[kernels
             Approx(g / (1 + std::exp(-g)) * u).epsilon(1.0 / 128).margin(1e-6));
       float d_gate, d_up;
       ref::swiglu_grad(g, u, &d_gate, &d_up);
-      CHECK(ref::bf16_to_float(d_fc1[r * 2 * ffn + j]) == Approx(d * d_gate).epsilon(1.0 / 128).margin(1e-6));
-      CHECK(ref::bf16_to_float(d_fc1[r * 2 * ffn + ffn + j]) == Approx(d * d_up).epsilon(1.0 / 128).margin(1e-6));
+      CHECK(ref::bf16_to_float(d_fc1[r * 2 * ffn + j]) ==
+            Approx(d * d_gate).epsilon(1.0 / 128).margin(1e-6));
+      CHECK(ref::bf16_to_float(d_fc1[r * 2 * ffn + ffn + j]) ==
+            Approx(d * d_up).epsilon(1.0 / 128).margin(1e-6));
     }
   }
   // silu(0) = 0 whatever the up half holds.

@@ -74,7 +74,7 @@ TEST_CASE("routing rejects bad shapes naming the parameter", "[kernels][ref]") {
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).find("num_groups") != std::string::npos);
   }
-  CHECK_THROWS_AS(ref::routing(logits.data(), nullptr, 1, 8, 5, 4, 2, ScoreFunction::kSoftmax,
-                               true, 1.f, idx.data(), w.data()),
+  CHECK_THROWS_AS(ref::routing(logits.data(), nullptr, 1, 8, 5, 4, 2, ScoreFunction::kSoftmax, true,
+                               1.f, idx.data(), w.data()),
                   std::invalid_argument);
 }
