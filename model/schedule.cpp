@@ -247,13 +247,14 @@ class Builder {
 
   /// Appends the op after its stream predecessor and, when `chained`, after the previous op of its
   /// micro-batch plan (the shared CUDA event). The baseline waits for every earlier op.
-  int push(ScheduleOp op, bool chained, const Side* side = nullptr) {
+  int push(const ScheduleOp& in, bool chained, const Side* side = nullptr) {
+    const int idx = static_cast<int>(s_.ops.size());
+    s_.ops.push_back(in);
+    ScheduleOp& op = s_.ops.back();
     const int lane = static_cast<int>(op.lane);
     add_wait(op, lane_last_[lane]);
     if (chained && side) add_wait(op, chain_[key(*side)]);
     if (strict_ && op.lane != Lane::grad_reduce) add_wait(op, last_gpu_op_);
-    const int idx = static_cast<int>(s_.ops.size());
-    s_.ops.push_back(op);
     lane_last_[lane] = idx;
     if (chained && side) chain_[key(*side)] = idx;
     if (op.lane != Lane::grad_reduce) last_gpu_op_ = idx;

@@ -240,14 +240,16 @@ class Simulator {
     }
   }
 
-  SimRun result(bool overlapped) const {
+  SimRun result(bool overlapped) {
     SimRun out;
     out.overlapped = overlapped;
     out.num_ops = ops_.size();
     out.num_events = events_;
     const int R = static_cast<int>(ranks_.size());
     out.ranks.resize(R);
-    std::vector<Interval> compute, ep, comm;
+    auto& compute = iv_compute_;
+    auto& ep = iv_ep_;
+    auto& comm = iv_comm_;
     double cb = 0, mb = 0;
     for (int r = 0; r < R; ++r) {
       RankMetrics& m = out.ranks[r];
@@ -544,6 +546,7 @@ class Simulator {
   std::vector<Cached> cache_;
   std::vector<std::int32_t> candidates_, work_;
   std::vector<TimeNs> next_;  // per rank: time of its next pending event
+  std::vector<Interval> iv_compute_, iv_ep_, iv_comm_;
   std::vector<std::uint8_t> dirty_;
   std::vector<int> dirty_list_;
   std::uint64_t events_ = 0;
@@ -553,7 +556,9 @@ class Simulator {
 
 SimRun simulate(const PipelineSchedule& schedule, const Config& cfg, const StepCosts& costs,
                 const SimOptions& options) {
-  Simulator sim;
+  // One simulator per thread: its buffers stay allocated between calls (planner threads each
+  // get their own).
+  thread_local Simulator sim;
   sim.prepare(schedule.ranks.data(), static_cast<int>(schedule.ranks.size()), cfg, costs, options);
   sim.run();
   const bool overlapped = !schedule.ranks.empty() && schedule.ranks[0].overlapped;
