@@ -59,6 +59,23 @@ TEST_CASE("without contention the max-plus closed form equals the simulation exa
   }
 }
 
+TEST_CASE("contention coefficients 0: simulation equals the closed form", "[fast_path]") {
+  Config cfg = make_config(6, 2, 3, 6, true, true);
+  cfg.hw.contention_coeff = 0.0;
+  cfg.hw.nvl_contention_coeff = 0.0;
+  cfg.hw.host_sync_us = 4.0;
+  const StepCosts costs = make_costs(uneven_layer(), 500);
+  SimOptions o;  // contention modelled, but every rate is 1
+  o.sm_admission = false;
+  const PipelineSchedule p = build_pipeline(cfg, true);
+  CHECK(maxplus_step_ns(p, cfg, costs) == simulate(p, cfg, costs, o).step_ns);
+  // With the default contention curve the same schedule runs longer.
+  Config slow = cfg;
+  slow.hw.nvl_contention_coeff = 0.055;
+  slow.hw.nvl_contention_exp = 0.41;
+  CHECK(simulate(p, slow, costs, o).step_ns > maxplus_step_ns(p, cfg, costs));
+}
+
 TEST_CASE("fast path agrees with the full simulation within 1%", "[fast_path]") {
   struct Model {
     const char* name;
