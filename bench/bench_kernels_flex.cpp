@@ -47,19 +47,6 @@ struct World {
   }
 };
 
-ek::FlexBuffers carve(char* base, const ek::FlexBufferBytes& b) {
-  ek::FlexBuffers f;
-  f.recv_x = reinterpret_cast<ek::bf16*>(base);
-  f.recv_topk_idx = reinterpret_cast<int*>(base += b.recv_x);
-  f.recv_topk_weights = reinterpret_cast<float*>(base += b.recv_topk_idx);
-  f.recv_count = reinterpret_cast<int*>(base += b.recv_topk_weights);
-  f.recv_flag = reinterpret_cast<uint64_t*>(base += b.recv_count);
-  f.combine_x = reinterpret_cast<ek::bf16*>(base += b.recv_flag);
-  f.combine_flag = reinterpret_cast<uint64_t*>(base += b.combine_x);
-  f.done_counter = reinterpret_cast<unsigned int*>(base += b.combine_flag);
-  return f;
-}
-
 void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& devices) {
   const int R = static_cast<int>(devices.size());
   const int E = shape.num_experts, K = shape.num_topk, H = shape.hidden;
@@ -75,7 +62,7 @@ void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& dev
     cuda_check(cudaStreamCreate(&k.stream), "cudaStreamCreate");
     k.storage = DeviceMem(bytes.total());
     cuda_check(cudaMemset(k.storage.as<char>(), 0, bytes.total()), "cudaMemset");
-    k.buffers = carve(k.storage.as<char>(), bytes);
+    k.buffers = ek::flex_buffers_from(k.storage.as<void>(), R, tokens, H, K);
     table[r] = k.buffers;
     const size_t TK = static_cast<size_t>(tokens) * K;
     k.x = DeviceMem(sizeof(ek::bf16) * tokens * static_cast<size_t>(H));

@@ -66,6 +66,28 @@ FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hi
   return b;
 }
 
+FlexBuffers flex_buffers_from(void* base, int num_ranks, int max_tokens_per_rank, int hidden,
+                              int num_topk) {
+  detail::require_aligned16(base, "flex_buffers_from", "base");
+  const FlexBufferBytes b = flex_buffer_bytes(num_ranks, max_tokens_per_rank, hidden, num_topk);
+  char* at = static_cast<char*>(base);
+  auto take = [&at](size_t bytes) {
+    char* p = at;
+    at += bytes;
+    return p;
+  };
+  FlexBuffers f;
+  f.recv_x = reinterpret_cast<bf16*>(take(b.recv_x));
+  f.recv_topk_idx = reinterpret_cast<int*>(take(b.recv_topk_idx));
+  f.recv_topk_weights = reinterpret_cast<float*>(take(b.recv_topk_weights));
+  f.recv_count = reinterpret_cast<int*>(take(b.recv_count));
+  f.recv_flag = reinterpret_cast<uint64_t*>(take(b.recv_flag));
+  f.combine_x = reinterpret_cast<bf16*>(take(b.combine_x));
+  f.combine_flag = reinterpret_cast<uint64_t*>(take(b.combine_flag));
+  f.done_counter = reinterpret_cast<unsigned int*>(take(b.done_counter));
+  return f;
+}
+
 void check_flex_error(const FlexError* record) {
   if (record == nullptr || record->status == 0) return;
   const char* what = record->what == 1 ? "dispatch data" : "combine data";

@@ -241,6 +241,11 @@ struct FlexBufferBytes {
 };
 /// Sizes of one rank's FlexBuffers (see the table above).
 FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hidden, int num_topk);
+/// Carves one rank's FlexBuffers out of one device allocation of flex_buffer_bytes(...).total()
+/// bytes at `base` (256-byte aligned, e.g. from cudaMalloc). Zero the allocation once before first
+/// use.
+FlexBuffers flex_buffers_from(void* base, int num_ranks, int max_tokens_per_rank, int hidden,
+                              int num_topk);
 
 /// Timeout report. Allocate with cudaHostAlloc(cudaHostAllocMapped | cudaHostAllocPortable: one
 /// record may serve ranks on several GPUs) and zero it; pass the pointer

@@ -26,26 +26,6 @@ struct FlexRank {
   DeviceBuffer<FlexBuffers> peers;  // this rank's view of every rank's buffers
 };
 
-inline FlexBuffers carve_flex_buffers(char* base, const FlexBufferBytes& b) {
-  FlexBuffers f;
-  f.recv_x = reinterpret_cast<bf16*>(base);
-  base += b.recv_x;
-  f.recv_topk_idx = reinterpret_cast<int*>(base);
-  base += b.recv_topk_idx;
-  f.recv_topk_weights = reinterpret_cast<float*>(base);
-  base += b.recv_topk_weights;
-  f.recv_count = reinterpret_cast<int*>(base);
-  base += b.recv_count;
-  f.recv_flag = reinterpret_cast<uint64_t*>(base);
-  base += b.recv_flag;
-  f.combine_x = reinterpret_cast<bf16*>(base);
-  base += b.combine_x;
-  f.combine_flag = reinterpret_cast<uint64_t*>(base);
-  base += b.combine_flag;
-  f.done_counter = reinterpret_cast<unsigned int*>(base);
-  return f;
-}
-
 struct FlexCase {
   int num_tokens, hidden, num_topk, num_experts;
   std::vector<int> devices;  // device of each rank (size = num_ranks)
@@ -74,7 +54,7 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
     ranks[r].stream = device_stream[c.devices[r]];
     ranks[r].storage = DeviceBuffer<char>(bytes.total());
     ranks[r].storage.fill_bytes(0);  // flags and done counters start at 0, once
-    ranks[r].buffers = carve_flex_buffers(ranks[r].storage.get(), bytes);
+    ranks[r].buffers = flex_buffers_from(ranks[r].storage.get(), num_ranks, T, H, K);
     table[r] = ranks[r].buffers;
   }
   for (int r = 0; r < num_ranks; ++r) {

@@ -33,7 +33,7 @@ TEST_CASE("flex wait times out with rank, source and what it waited for", "[kern
   const FlexBufferBytes bytes = flex_buffer_bytes(num_ranks, T, H, K);
   DeviceBuffer<char> storage(bytes.total());
   storage.fill_bytes(0);
-  FlexBuffers own = test::carve_flex_buffers(storage.get(), bytes);
+  FlexBuffers own = flex_buffers_from(storage.get(), num_ranks, T, H, K);
   FlexError* error = nullptr;
   REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(FlexError),
                         cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess);
