@@ -38,20 +38,21 @@ std::string flags(const model::Config& c) {
 std::string format_plan_table(const std::vector<Plan>& plans) {
   std::ostringstream os;
   char line[320];
-  std::snprintf(line, sizeof line, "  %-3s %-38s %-20s %-34s %10s %10s %9s %11s %6s\n", "#",
-                "layout", "dispatcher", "flags", "step", "exposed", "mem/GPU", "tokens/s/GPU",
-                "MFU");
+  std::snprintf(line, sizeof line, "  %-3s %-36s %-19s %-30s %9s %9s %8s %9s %5s %s\n", "#",
+                "layout", "dispatcher", "flags", "step", "exposed", "mem/GPU", "tokens/s", "MFU",
+                "variants");
   os << line;
-  std::snprintf(line, sizeof line, "  %-3s %-38s %-20s %-34s %10s %10s %9s %11s %6s\n", "", "",
-                "", "", "ms", "ms", "GiB", "", "%");
+  std::snprintf(line, sizeof line, "  %-3s %-36s %-19s %-30s %9s %9s %8s %9s %5s\n", "", "", "",
+                "", "ms", "ms", "GiB", "per GPU", "%");
   os << line;
   int i = 0;
   for (const auto& p : plans) {
-    std::snprintf(line, sizeof line, "  %-3d %-38s %-20s %-34s %10.1f %10.1f %9.1f %11.0f %6.1f\n",
+    std::string var = p.variants > 0 ? "+" + std::to_string(p.variants) : "";
+    std::snprintf(line, sizeof line, "  %-3d %-36s %-19s %-30s %9.1f %9.1f %8.1f %9.0f %5.1f %s\n",
                   ++i, layout(p.cfg).c_str(), dispatcher(p.cfg).c_str(), flags(p.cfg).c_str(),
                   p.pred.step_time_us / 1e3, p.pred.exposed_comm_us / 1e3,
                   p.pred.memory.total_bytes / (1024.0 * 1024 * 1024), p.pred.tokens_per_s_per_gpu,
-                  100.0 * p.pred.mfu);
+                  100.0 * p.pred.mfu, var.c_str());
     os << line;
   }
   return os.str();
@@ -70,8 +71,21 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
                 r.generated, r.seconds, r.evaluated, r.feasible, r.generated - r.feasible);
   os << line;
   if (r.top.empty()) return os.str();
-  os << "\nTop " << r.top.size() << " by tokens/s per GPU\n" << format_plan_table(r.top);
-  os << "\nPareto front (step time vs memory per GPU)\n" << format_plan_table(r.pareto);
+  os << "\nTop " << r.top.size() << " by tokens/s per GPU (variants: same prediction with other "
+        "comm SMs or CUDA graphs)\n" << format_plan_table(r.top);
+  // A long front is thinned evenly for reading; the plan JSON and --top list the exact plans.
+  constexpr size_t kMaxRows = 12;
+  std::vector<Plan> front;
+  if (r.pareto.size() <= kMaxRows) {
+    front = r.pareto;
+  } else {
+    for (size_t k = 0; k < kMaxRows; ++k)
+      front.push_back(r.pareto[k * (r.pareto.size() - 1) / (kMaxRows - 1)]);
+  }
+  os << "\nPareto front (step time vs memory per GPU";
+  if (front.size() < r.pareto.size())
+    os << "; " << front.size() << " of its " << r.pareto.size() << " plans";
+  os << ")\n" << format_plan_table(front);
   os << "\nRejected (first failing check)\n";
   for (const auto& [reason, n] : r.rejected) {
     std::snprintf(line, sizeof line, "  %-44s %10lld\n", reason.c_str(), n);

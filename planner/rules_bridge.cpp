@@ -114,7 +114,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
       "set moe_token_dispatcher_type=flex (Bridge: apply_flex_dispatcher_backend), or drop the backend");
   add(out, "BRIDGE-OVL-SMALL-EP", kWarning, kDoc, kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
-        if (!overlap(c) || c.opt.dispatcher != Dispatcher::alltoall || c.par.ep > 4 ||
+        if (!overlap(c) || c.opt.dispatcher != Dispatcher::alltoall || c.par.ep <= 1 || c.par.ep > 4 ||
             num_nodes(c) > 2)
           return "";
         return cat("overlap with alltoall, ep = ", c.par.ep, " on ", num_nodes(c),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -49,29 +50,33 @@ void run_worker(const SearchSpec& spec, const std::vector<Candidate>& cands,
     for (long long i = begin; i < end; ++i) {
       apply_candidate(work, cands[static_cast<size_t>(i)]);
       model::Prediction pred;
+      std::string model_error;
       bool have_pred = false;
-      auto evaluate = [&]() -> bool {
+      auto evaluate = [&] {
         try {
           pred = model::predict(work, model::PredictMode::fast);
-          ++out.evaluated;
           have_pred = true;
-          return true;
         } catch (const std::exception& e) {
-          ++out.rejected[std::string("model: ") + e.what()];
-          return false;
+          model_error = std::string("model: ") + e.what();
         }
+        ++out.evaluated;
       };
-      if (spec.exhaustive && !evaluate()) continue;
+      // Exhaustive: predict everything first; the verdicts below are the same either way.
+      if (spec.exhaustive) evaluate();
       if (const Rule* r = first_error(work, spec.ctx)) {
         ++out.rejected[r->id];
         continue;
       }
-      // The memory model is two orders of magnitude cheaper than a prediction.
+      // The memory model is an order of magnitude cheaper than a prediction.
       if (!spec.exhaustive && !model::estimate_memory(work).fits) {
         ++out.rejected["memory"];
         continue;
       }
-      if (!have_pred && !evaluate()) continue;
+      if (!spec.exhaustive) evaluate();
+      if (!have_pred) {
+        ++out.rejected[model_error];
+        continue;
+      }
       if (!pred.memory.fits) {
         ++out.rejected["memory"];
         continue;
@@ -86,6 +91,14 @@ void run_worker(const SearchSpec& spec, const std::vector<Candidate>& cands,
 bool better(const Summary& a, const Summary& b) {
   if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
   return a.idx < b.idx;
+}
+
+/// Same layout, dispatcher and overlap/recompute flags: differ at most in comm SMs and graphs.
+bool same_but_tuning(const Candidate& a, const Candidate& b) {
+  return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.cp == b.cp && a.ep == b.ep &&
+         a.etp == b.etp && a.mbs == b.mbs && a.dispatcher == b.dispatcher &&
+         a.backend == b.backend && a.overlap == b.overlap && a.delay_wgrad == b.delay_wgrad &&
+         a.early_release == b.early_release && a.recompute == b.recompute;
 }
 
 /// Dispatcher class: 0 alltoall/allgather, 1 flex+deepep, 2 flex+hybridep.
@@ -145,10 +158,33 @@ SearchResult search(const SearchSpec& spec) {
     return p;
   };
 
-  // Top N.
-  const size_t n_top = std::min(feas.size(), static_cast<size_t>(std::max(0, spec.top_n)));
-  std::partial_sort(feas.begin(), feas.begin() + static_cast<long>(n_top), feas.end(), better);
-  for (size_t i = 0; i < n_top; ++i) res.top.push_back(materialize(feas[i]));
+  // Top N; plans that differ only in comm SMs or CUDA graphs and predict the same are listed once.
+  std::sort(feas.begin(), feas.end(), better);
+  std::vector<const Summary*> chosen;
+  std::vector<int> variants;
+  for (const auto& s : feas) {
+    bool dup = false;
+    for (size_t k = 0; k < chosen.size() && !dup; ++k) {
+      if (same_but_tuning(cands[static_cast<size_t>(s.idx)], cands[static_cast<size_t>(chosen[k]->idx)]) &&
+          s.step_us == chosen[k]->step_us &&
+          std::abs(s.mem_bytes - chosen[k]->mem_bytes) <= 0.02 * chosen[k]->mem_bytes) {
+        ++variants[k];
+        dup = true;
+      }
+    }
+    if (dup) continue;
+    if (chosen.size() >= static_cast<size_t>(std::max(0, spec.top_n))) {
+      // Later plans can only be variants of the chosen ones when their step time ties.
+      if (s.step_us != chosen.back()->step_us) break;
+      continue;
+    }
+    chosen.push_back(&s);
+    variants.push_back(0);
+  }
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    res.top.push_back(materialize(*chosen[k]));
+    res.top.back().variants = variants[k];
+  }
 
   // Pareto front of step time against memory (both lower is better).
   std::vector<Summary> by_step = feas;

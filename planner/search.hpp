@@ -50,6 +50,9 @@ struct Plan {
   model::Prediction pred;
   long long order = 0;         ///< generation index (the stable tie-break key)
   std::string key;             ///< readable stable key, e.g. "tp1 pp1 ep16 ... flex/hybridep ovl"
+  /// Further feasible plans with the same predicted step time and memory within 2% that differ
+  /// only in comm SMs or CUDA graphs (listed once, here).
+  int variants = 0;
 };
 
 struct SearchResult {

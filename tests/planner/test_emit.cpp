@@ -1,0 +1,177 @@
+// Emitted settings read back into the same configuration, and what is emitted passes validation.
+#include "catch.hpp"
+#include "model/config_io.hpp"
+#include "planner/emit.hpp"
+#include "planner/search.hpp"
+#include "planner_test_util.hpp"
+
+using namespace epo;
+using namespace epo::planner;
+using model::Config;
+
+namespace {
+
+/// Same model, hardware and GPUs, everything else at its defaults.
+Config blank_like(const Config& c) {
+  Config b;
+  b.model_name = c.model_name;
+  b.model = c.model;
+  b.hardware_name = c.hardware_name;
+  b.hw = c.hw;
+  b.num_gpus = c.num_gpus;
+  return b;
+}
+
+void check_same(const Config& a, const Config& b) {
+  const auto& p = a.par;
+  const auto& q = b.par;
+  CHECK(p.tp == q.tp);
+  CHECK(p.pp == q.pp);
+  CHECK(p.vpp == q.vpp);
+  CHECK(p.cp == q.cp);
+  CHECK(p.ep == q.ep);
+  CHECK(p.etp == q.etp);
+  CHECK(p.dp == q.dp);
+  CHECK(p.sequence_parallel == q.sequence_parallel);
+  CHECK(p.micro_batch_size == q.micro_batch_size);
+  CHECK(p.global_batch_size == q.global_batch_size);
+  CHECK(p.seq_length == q.seq_length);
+  const auto& o = a.opt;
+  const auto& r = b.opt;
+  CHECK(o.dispatcher == r.dispatcher);
+  if (o.dispatcher == model::Dispatcher::flex) CHECK(o.flex_backend == r.flex_backend);
+  CHECK(o.overlap_moe_expert_parallel_comm == r.overlap_moe_expert_parallel_comm);
+  CHECK(o.delay_wgrad_compute == r.delay_wgrad_compute);
+  CHECK(o.ep_overlap_early_attn_memory_release == r.ep_overlap_early_attn_memory_release);
+  CHECK(o.comm_sms == r.comm_sms);
+  CHECK(o.moe_permute_fusion == r.moe_permute_fusion);
+  CHECK(o.moe_shared_expert_overlap == r.moe_shared_expert_overlap);
+  CHECK(o.moe_grouped_gemm == r.moe_grouped_gemm);
+  CHECK(o.recompute_granularity == r.recompute_granularity);
+  CHECK(o.recompute_method == r.recompute_method);
+  CHECK(o.recompute_num_layers == r.recompute_num_layers);
+  CHECK(o.recompute_modules == r.recompute_modules);
+  CHECK(o.cuda_graph_impl == r.cuda_graph_impl);
+  CHECK(o.cuda_graph_modules == r.cuda_graph_modules);
+  CHECK(o.cuda_device_max_connections == r.cuda_device_max_connections);
+  CHECK(o.precision == r.precision);
+  CHECK(o.capacity_factor == Approx(r.capacity_factor));
+  CHECK(o.high_priority_a2a_comm_stream == r.high_priority_a2a_comm_stream);
+  CHECK(o.gradient_accumulation_fusion == r.gradient_accumulation_fusion);
+  CHECK(o.distributed_optimizer == r.distributed_optimizer);
+  CHECK(o.overlap_grad_reduce == r.overlap_grad_reduce);
+}
+
+std::vector<Config> sample_configs() {
+  std::vector<Config> v;
+  for (const auto& n : example_names()) v.push_back(example_config(n));
+  Config a = test::make_config("qwen3-30b-a3b", "h100-sxm", 32, 2, 2, 4, 8, 1024);
+  a.opt.dispatcher = model::Dispatcher::flex;
+  a.opt.flex_backend = model::FlexBackend::hybridep;
+  a.opt.comm_sms = 16;
+  a.opt.overlap_moe_expert_parallel_comm = true;
+  a.opt.ep_overlap_early_attn_memory_release = true;
+  a.opt.recompute_granularity = model::RecomputeGranularity::selective;
+  a.opt.recompute_modules = {"core_attn", "moe_act"};
+  a.opt.cuda_graph_impl = model::CudaGraphImpl::transformer_engine;
+  a.opt.cuda_graph_modules = {"attn", "moe_router", "moe_preprocess"};
+  a.opt.precision = model::Precision::fp8;
+  a.opt.capacity_factor = 1.5;
+  a.opt.high_priority_a2a_comm_stream = true;
+  a.opt.gradient_accumulation_fusion = false;
+  a.opt.cuda_device_max_connections = 8;
+  v.push_back(a);
+  Config b = test::make_config("mixtral-8x7b", "h100-sxm", 16, 2, 1, 1, 8, 256);
+  b.opt.recompute_granularity = model::RecomputeGranularity::full;
+  b.opt.recompute_method = "uniform";
+  b.opt.recompute_num_layers = 1;
+  b.opt.distributed_optimizer = false;
+  b.opt.overlap_grad_reduce = false;
+  b.opt.cuda_device_max_connections = 1;
+  v.push_back(b);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Bridge overrides round-trip") {
+  for (int ver : {0, 3, 6}) {
+    ValidationContext x;
+    x.megatron = static_cast<MegatronVersion>(ver);
+    for (const auto& c : sample_configs()) {
+      INFO(plan_key(c) << " " << to_string(x.megatron));
+      Config back = apply_env(apply_bridge_overrides(blank_like(c), emit_bridge(c, x)), emit_env(c));
+      back.derive_and_check();
+      check_same(c, back);
+    }
+  }
+}
+
+TEST_CASE("Megatron-LM arguments round-trip") {
+  for (int ver : {0, 3, 6}) {
+    ValidationContext x;
+    x.megatron = static_cast<MegatronVersion>(ver);
+    x.frontend = Frontend::mlm;
+    for (const auto& c : sample_configs()) {
+      // Before core_v0.16 Megatron-LM has no HybridEP argument (MCORE-FLEX-HYBRIDEP-VERSION).
+      if (has_errors(validate(c, x))) continue;
+      INFO(plan_key(c) << " " << to_string(x.megatron));
+      Config back = apply_env(apply_mlm_args(blank_like(c), emit_mlm(c, x)), emit_env(c));
+      back.derive_and_check();
+      check_same(c, back);
+    }
+  }
+}
+
+TEST_CASE("plan JSON round-trips through config_from_json") {
+  for (const auto& c : sample_configs()) {
+    const auto j = emit_plan_json(c, {{"step_time_us", 1.0}}, {{"rank", 1}});
+    CHECK(j["kind"] == "plan");
+    CHECK(j["schema_version"] == 1);
+    Config back = model::config_from_json(nlohmann::json::parse(j.dump()), "plan");
+    back.derive_and_check();
+    check_same(c, back);
+  }
+}
+
+TEST_CASE("bad overrides are input errors naming the line") {
+  const Config c = example_config("alltoall");
+  CHECK_THROWS_AS(apply_bridge_overrides(c, "model.no_such_key=1\n"), Error);
+  CHECK_THROWS_AS(apply_bridge_overrides(c, "model.expert_model_parallel_size=x\n"), Error);
+  CHECK_THROWS_AS(apply_bridge_overrides(c, "just text\n"), Error);
+  CHECK_THROWS_AS(apply_mlm_args(c, "--no-such-flag\n"), Error);
+  CHECK_THROWS_AS(apply_mlm_args(c, "--micro-batch-size\n"), Error);
+  try {
+    apply_bridge_overrides(c, "# comment\nmodel.moe_token_dispatcher_type=ring\n");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("line 2") != std::string::npos);
+    CHECK(e.exit_code() == 2);
+  }
+}
+
+TEST_CASE("overlap flags go on comm_overlap, dispatcher and backend on model") {
+  ValidationContext x;
+  const std::string s = emit_bridge(example_config("flex-hybridep"), x);
+  CHECK(s.find("comm_overlap.overlap_moe_expert_parallel_comm=true") != std::string::npos);
+  CHECK(s.find("comm_overlap.delay_wgrad_compute=true") != std::string::npos);
+  CHECK(s.find("model.overlap_moe_expert_parallel_comm") == std::string::npos);
+  CHECK(s.find("model.moe_token_dispatcher_type=flex") != std::string::npos);
+  CHECK(s.find("model.moe_flex_dispatcher_backend=hybridep") != std::string::npos);
+  CHECK(s.find("model.moe_flex_dispatcher_num_sms=24") != std::string::npos);
+  x.megatron = MegatronVersion::core_v0_16;
+  CHECK(emit_bridge(example_config("flex-hybridep"), x).find("model.moe_hybridep_num_sms=24") !=
+        std::string::npos);
+  const std::string env = emit_env(example_config("flex-deepep"));
+  CHECK(env.find("export CUDA_DEVICE_MAX_CONNECTIONS=32") != std::string::npos);
+  CHECK(env.find("export NVTE_FWD_LAYERNORM_SM_MARGIN=20") != std::string::npos);
+}
+
+TEST_CASE("recommended CUDA_DEVICE_MAX_CONNECTIONS follows Megatron's constraints") {
+  Config c = test::make_config("qwen3-30b-a3b", "h100-sxm", 16, 2, 1, 1, 16, 512);
+  CHECK(recommended_cuda_device_max_connections(c) == 1);  // TP>1, no overlap, Hopper
+  c.opt.overlap_moe_expert_parallel_comm = true;
+  CHECK(recommended_cuda_device_max_connections(c) == 32);
+  Config d = test::make_config("qwen3-30b-a3b", "b200", 16, 2, 1, 1, 16, 512);
+  CHECK(recommended_cuda_device_max_connections(d) == 32);
+}

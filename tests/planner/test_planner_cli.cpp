@@ -1,0 +1,134 @@
+// epo validate / epo plan as a user runs them: exit codes 0 (ok), 2 (bad input), 3 (rejected),
+// and what they print and write.
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <string>
+
+#include "catch.hpp"
+#include "model/config_io.hpp"
+#include "planner/emit.hpp"
+#include "planner/search.hpp"
+#include "planner/validation.hpp"
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out;
+};
+
+Run run_epo(const std::string& args) {
+  const char* bin = std::getenv("EPO_BIN");
+  REQUIRE(bin != nullptr);
+  const std::string cmd = std::string(bin) + " " + args + " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string tmp_path(const std::string& name) {
+  const char* d = std::getenv("TMPDIR");
+  return std::string(d ? d : "/tmp") + "/epo_planner_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("epo validate: the examples pass, print Bridge overrides and Megatron-LM arguments") {
+  for (const char* name : {"alltoall", "flex-deepep", "flex-hybridep"}) {
+    INFO(name);
+    const Run r = run_epo(std::string("validate --example ") + name);
+    CHECK(r.code == 0);
+    CHECK(has(r.out, "comm_overlap.overlap_moe_expert_parallel_comm=true"));
+    CHECK(has(r.out, "--overlap-moe-expert-parallel-comm"));
+    CHECK(has(r.out, "0 error(s)"));
+  }
+  CHECK(run_epo("validate --example ring").code == 2);
+}
+
+TEST_CASE("epo validate: every violation with id, fix and source; exit 3 on error") {
+  const Run r = run_epo("validate --overlap --ep 1 --recompute full --cdmc 1");
+  CHECK(r.code == 3);
+  CHECK(has(r.out, "MCORE-OVL-EP"));
+  CHECK(has(r.out, "MCORE-OVL-RECOMPUTE-FULL"));
+  CHECK(has(r.out, "MCORE-OVL-CDMC1"));
+  CHECK(has(r.out, "fix:"));
+  CHECK(has(r.out, "source:"));
+  // Warnings only: exit 0.
+  const Run w = run_epo("validate --overlap --delay-wgrad --cdmc 1");
+  CHECK(w.code == 0);
+  CHECK(has(w.out, "warning MCORE-OVL-CDMC1"));
+  // A version switch changes the verdict.
+  CHECK(run_epo("validate --overlap --recompute selective --recompute-modules moe --megatron core_v0.18").code == 0);
+  CHECK(run_epo("validate --overlap --recompute selective --recompute-modules moe --megatron core_v0.19").code == 3);
+  // Bad input is exit 2: a layout that does not divide, an unknown version.
+  CHECK(run_epo("validate --tp 3").code == 2);
+  CHECK(run_epo("validate --megatron core_v0.13").code == 2);
+  CHECK(run_epo("validate --te two").code == 2);
+}
+
+TEST_CASE("epo plan: a readable report on a small space") {
+  const Run r = run_epo("plan --model tiny --gpus 8 --gbs 64 --top 3");
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "Top 3"));
+  CHECK(has(r.out, "Pareto front"));
+  CHECK(has(r.out, "Rejected"));
+  CHECK(has(r.out, "Why the winner wins"));
+}
+
+TEST_CASE("epo plan --emit: files that epo predict and epo validate accept") {
+  const std::string json = tmp_path("plan.json");
+  const Run r = run_epo("plan --model tiny --gpus 8 --gbs 64 --emit json --out " + json);
+  REQUIRE(r.code == 0);
+  const auto j = epo::model::read_json_file(json);
+  CHECK(j["kind"] == "plan");
+  CHECK(j["schema_version"] == 1);
+  CHECK(j.contains("prediction"));
+  CHECK(j["search"]["rank"] == 1);
+  CHECK(run_epo("predict --config " + json).code == 0);
+  CHECK(run_epo("validate --config " + json).code == 0);
+
+  const Run b = run_epo("plan --model tiny --gpus 8 --gbs 64 --emit bridge");
+  REQUIRE(b.code == 0);
+  CHECK(has(b.out, "comm_overlap.overlap_moe_expert_parallel_comm="));
+  // The overrides on stdout read back into the plan in the JSON file.
+  epo::model::Config plan = epo::model::config_from_json(j, json);
+  plan.derive_and_check();
+  epo::model::Config back = epo::planner::apply_bridge_overrides(plan, b.out);
+  back.derive_and_check();
+  CHECK(epo::planner::plan_key(plan) == epo::planner::plan_key(back));
+  std::remove(json.c_str());
+
+  const Run m = run_epo("plan --model tiny --gpus 8 --gbs 64 --emit mlm --frontend mlm");
+  CHECK(m.code == 0);
+  CHECK(has(m.out, "--expert-model-parallel-size"));
+  const Run e = run_epo("plan --model tiny --gpus 8 --gbs 64 --emit env");
+  CHECK(e.code == 0);
+  CHECK(has(e.out, "export CUDA_DEVICE_MAX_CONNECTIONS="));
+  CHECK(run_epo("plan --model tiny --gpus 8 --emit yaml").code == 2);
+}
+
+TEST_CASE("epo plan: --layout fixes the layout; an infeasible space exits 3 with advice") {
+  const std::string json = tmp_path("layout.json");
+  const Run r = run_epo("plan --layout tp=1,pp=1,ep=16 --emit json --out " + json);
+  REQUIRE(r.code == 0);
+  const auto j = epo::model::read_json_file(json);
+  CHECK(j["config"]["parallel"]["ep"] == 16);
+  CHECK(j["config"]["parallel"]["tp"] == 1);
+  CHECK(j["search"]["fixed_layout"] == true);
+  std::remove(json.c_str());
+  CHECK(run_epo("plan --layout tp=1,xx=2").code == 2);
+  const Run inf = run_epo("plan --model deepseek-v3 --gpus 8");
+  CHECK(inf.code == 3);
+  CHECK(has(inf.out, "relax"));
+}

@@ -1,0 +1,140 @@
+// The search: a case whose optimum follows by hand from the rules, the fast search against
+// exhaustive evaluation, determinism across thread counts, infeasible spaces.
+#include "catch.hpp"
+#include "planner/emit.hpp"
+#include "planner/search.hpp"
+#include "planner_test_util.hpp"
+
+using namespace epo;
+using namespace epo::planner;
+using model::Config;
+
+namespace {
+long long rejected(const SearchResult& r, const std::string& why) {
+  for (const auto& [k, v] : r.rejected)
+    if (k == why) return v;
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("hand-derived optimum: with ep = 1 only alltoall without overlap survives") {
+  // Fixed layout tp1 pp1 ep1 on 8 GPUs. Candidates: alltoall x {no overlap, 4 overlap variants}
+  // = 5, plus deepep and hybridep x 4 SM counts x 5 = 40: 45. Overlap needs ep > 1
+  // (MCORE-OVL-EP: 4 + 32 = 36); flex without overlap needs tp*ep > 1 (RUNTIME-FLEX-TPXEP: 8);
+  // one plan is left: alltoall, overlap off.
+  SearchSpec s;
+  s.base = test::make_config("tiny", "h100-sxm", 8, 1, 1, 1, 1, 64);
+  s.fixed_layout = true;
+  s.threads = 1;
+  const auto r = search(s);
+  CHECK(r.generated == 45);
+  CHECK(rejected(r, "MCORE-OVL-EP") == 36);
+  CHECK(rejected(r, "RUNTIME-FLEX-TPXEP") == 8);
+  CHECK(r.feasible == 1);
+  REQUIRE(r.top.size() == 1);
+  CHECK(r.top[0].cfg.opt.dispatcher == model::Dispatcher::alltoall);
+  CHECK_FALSE(r.top[0].cfg.opt.overlap_moe_expert_parallel_comm);
+  CHECK(r.has_alltoall_no_overlap);
+  CHECK(r.best_alltoall_no_overlap.order == r.top[0].order);
+  CHECK_FALSE(r.has_other_dispatcher);
+}
+
+TEST_CASE("the fast search equals exhaustive evaluation on a small space") {
+  SearchSpec s;
+  s.base = test::make_config("tiny", "h100-sxm", 8, 1, 1, 1, 1, 64);
+  s.top_n = 20;
+  SearchSpec e = s;
+  e.exhaustive = true;
+  const auto fast = search(s);
+  const auto full = search(e);
+  REQUIRE(fast.generated == full.generated);
+  CHECK(full.evaluated == full.generated);
+  CHECK(fast.evaluated < full.evaluated);
+  CHECK(fast.feasible == full.feasible);
+  REQUIRE(fast.top.size() == full.top.size());
+  REQUIRE_FALSE(fast.top.empty());
+  for (size_t i = 0; i < fast.top.size(); ++i) {
+    CHECK(fast.top[i].order == full.top[i].order);
+    CHECK(fast.top[i].pred.step_time_us == full.top[i].pred.step_time_us);
+  }
+  REQUIRE(fast.pareto.size() == full.pareto.size());
+  for (size_t i = 0; i < fast.pareto.size(); ++i) CHECK(fast.pareto[i].order == full.pareto[i].order);
+  CHECK(fast.rejected == full.rejected);
+  // The winner really is the best of every feasible candidate's prediction.
+  const auto cands = generate_candidates(s);
+  double best = 0;
+  for (const auto& c : cands) {
+    const Config cfg = candidate_config(s.base, c);
+    if (validate_errors(cfg, s.ctx, true).empty()) {
+      const auto p = model::predict(cfg, model::PredictMode::fast);
+      if (p.memory.fits) best = std::max(best, p.tokens_per_s_per_gpu);
+    }
+  }
+  CHECK(fast.top[0].pred.tokens_per_s_per_gpu == best);
+}
+
+TEST_CASE("the result does not depend on the number of threads") {
+  SearchSpec s;
+  s.base = test::make_config("qwen3-30b-a3b", "h100-sxm", 8, 1, 1, 1, 1, 256);
+  s.threads = 1;
+  SearchSpec t = s;
+  t.threads = 3;
+  const auto a = search(s), b = search(t);
+  REQUIRE(a.top.size() == b.top.size());
+  for (size_t i = 0; i < a.top.size(); ++i) CHECK(a.top[i].order == b.top[i].order);
+  CHECK(a.rejected == b.rejected);
+  CHECK(a.pareto.size() == b.pareto.size());
+}
+
+TEST_CASE("ranking, Pareto front and references are consistent") {
+  SearchSpec s;
+  s.base = test::make_config("qwen3-30b-a3b", "h100-sxm", 8, 1, 1, 1, 1, 256);
+  const auto r = search(s);
+  REQUIRE(r.top.size() >= 2);
+  for (size_t i = 1; i < r.top.size(); ++i)
+    CHECK(r.top[i - 1].pred.tokens_per_s_per_gpu >= r.top[i].pred.tokens_per_s_per_gpu);
+  for (size_t i = 1; i < r.pareto.size(); ++i) {
+    CHECK(r.pareto[i - 1].pred.step_time_us <= r.pareto[i].pred.step_time_us);
+    CHECK(r.pareto[i - 1].pred.memory.total_bytes > r.pareto[i].pred.memory.total_bytes);
+  }
+  CHECK(r.pareto.front().order == r.top.front().order);
+  for (const auto& p : r.top) {
+    CHECK(p.pred.memory.fits);
+    CHECK_FALSE(has_errors(validate(p.cfg, s.ctx)));
+    // What the planner emits reads back into a configuration that validates.
+    Config back = apply_bridge_overrides(p.cfg, emit_bridge(p.cfg, s.ctx));
+    back.derive_and_check();
+    CHECK_FALSE(has_errors(validate(back, s.ctx)));
+  }
+  REQUIRE(r.has_alltoall_no_overlap);
+  CHECK_FALSE(r.best_alltoall_no_overlap.cfg.opt.overlap_moe_expert_parallel_comm);
+  CHECK(r.best_alltoall_no_overlap.pred.tokens_per_s_per_gpu <= r.top[0].pred.tokens_per_s_per_gpu);
+}
+
+TEST_CASE("a fixed layout only chooses dispatcher, backend, overlap flags and SMs") {
+  SearchSpec s;
+  s.base = test::make_config("qwen3-30b-a3b", "h100-sxm", 16, 1, 1, 1, 16, 512);
+  s.fixed_layout = true;
+  const auto r = search(s);
+  REQUIRE_FALSE(r.top.empty());
+  for (const auto& p : r.top) {
+    CHECK(p.cfg.par.ep == 16);
+    CHECK(p.cfg.par.tp == 1);
+    CHECK(p.cfg.par.pp == 1);
+    CHECK(p.cfg.opt.recompute_granularity == s.base.opt.recompute_granularity);
+  }
+}
+
+TEST_CASE("an infeasible space says what eliminated the most") {
+  SearchSpec s;
+  s.base = test::make_config("qwen3-30b-a3b", "h100-sxm", 8, 1, 1, 1, 1, 256);
+  s.base.hw.hbm_bytes = 2e9;  // nothing fits in 2 GB
+  const auto r = search(s);
+  CHECK(r.top.empty());
+  CHECK(r.feasible == 0);
+  REQUIRE_FALSE(r.rejected.empty());
+  CHECK(r.rejected.front().first == "memory");
+  const std::string advice = infeasible_advice(r, s);
+  CHECK(advice.find("memory") != std::string::npos);
+  CHECK(advice.find("relax") != std::string::npos);
+}
