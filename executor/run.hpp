@@ -23,11 +23,13 @@ struct RunOptions {
   std::string git_revision = "unknown";
 };
 
-/// Outcome of --check (each figure is max |a - b| / max |b| over the compared tensor).
+/// Outcome of --check (each error is max |a - b| / max |b| over the compared tensor, b the
+/// single-rank reference).
 struct CheckResult {
   bool ran = false;
   bool passed = false;
-  double tolerance = 0;             ///< the bound each relative error is held to
+  double output_tolerance = 0;      ///< bound on the forward outputs' relative error
+  double grad_tolerance = 0;        ///< bound on the gradients' relative error
   double max_output_error = 0;      ///< forward outputs vs the reference
   double max_grad_error = 0;        ///< gradients (inputs and weights) vs the reference
   bool schedules_bit_identical = false;  ///< overlapped vs baseline, outputs and gradients
@@ -36,7 +38,10 @@ struct CheckResult {
 
 struct RunResult {
   nlohmann::json measurement;  ///< the measurement document, without "prediction"
-  nlohmann::json trace;        ///< measured Chrome trace (traceEvents)
+  std::string trace_json;      ///< measured Chrome trace (model/trace.hpp format)
+  double raw_alltoall_us = 0;  ///< ncclAlltoAll of the dispatch bytes (>= 2 GPUs), else 0
+  double raw_alltoall_bytes_per_rank = 0;
+  std::vector<std::string> notes;  ///< what the run stood in for or left out
   CheckResult check;
 };
 

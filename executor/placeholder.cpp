@@ -1,2 +1,0 @@
-// Replaced as the executor lands.
-namespace epo::exec {}

@@ -1,0 +1,324 @@
+// epo run: modes (virtual ranks on one GPU, one thread per GPU over NCCL), measurement phases,
+// --check against the single-rank reference, the measurement document.
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "executor/context.hpp"
+#include "executor/gpu_check.hpp"
+#include "executor/layer_ops.hpp"
+#include "executor/run.hpp"
+#include "executor/runner.hpp"
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+
+namespace epo::exec {
+
+namespace {
+
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen != gen_; });
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, count_ = 0, gen_ = 0;
+};
+
+struct Plan {
+  model::Config cfg;
+  RunOptions opt;
+  RunShape sh;
+  Transport transport = Transport::local;
+  bool virt = false;
+  int ranks = 1;
+  model::Schedule configured, other;  // other: baseline (overlap on) or overlapped (overlap off)
+  int slots = 1;
+};
+
+struct Shared {
+  std::mutex mu;
+  std::vector<OpRecord> records;
+  std::vector<Capture> cap_cfg, cap_other;
+  std::vector<std::int64_t> memory;
+  std::vector<FlexState*> flex;
+  double raw_alltoall_us = 0;
+};
+
+RankSetup setup_for(const Plan& p, int rank, int device) {
+  RankSetup s;
+  s.rank = rank;
+  s.device = device;
+  s.num_ranks = p.ranks;
+  s.slots = p.slots;
+  s.num_microbatches = p.sh.num_microbatches;
+  s.transport = p.transport;
+  s.keep_outputs = p.opt.check;
+  return s;
+}
+
+/// Time of one ncclAlltoAll of `bytes` per rank (the dispatch volume), median-free mean of 10.
+double raw_alltoall(RankState& rs, std::int64_t bytes) {
+  ScopedOp scope(rs.rank(), "raw ncclAlltoAll");
+  const int R = rs.setup().num_ranks;
+  const std::int64_t count = bytes / 2 / R;
+  DeviceBuffer send(static_cast<std::size_t>(count * R * 2), "raw alltoall send buffer");
+  DeviceBuffer recv(static_cast<std::size_t>(count * R * 2), "raw alltoall receive buffer");
+  Event start, stop;
+  auto once = [&] {
+    EPO_CHECK_NCCL(rs.nccl, ncclAlltoAll(send.get(), recv.get(), static_cast<size_t>(count),
+                                         ncclBfloat16, rs.nccl, rs.comm()));
+  };
+  for (int i = 0; i < 3; ++i) once();
+  constexpr int kIters = 10;
+  EPO_CHECK_CUDA(cudaEventRecord(start.get(), rs.comm()));
+  for (int i = 0; i < kIters; ++i) once();
+  EPO_CHECK_CUDA(cudaEventRecord(stop.get(), rs.comm()));
+  EPO_CHECK_CUDA(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  EPO_CHECK_CUDA(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return 1000.0 * ms / kIters;
+}
+
+/// Runs the measured phases for the ranks of one host thread. `sync` lines up the threads.
+void run_group(const Plan& p, Group& g, Shared& shared, const std::function<void()>& sync) {
+  const bool overlap = p.cfg.opt.overlap_moe_expert_parallel_comm;
+  auto phase = [&](const model::Schedule& s, bool overlapped, int iters, bool keep,
+                   std::vector<Capture>* caps) {
+    Runner runner(g, s, p.cfg.opt.delay_wgrad_compute);
+    for (int i = 0; i < p.opt.warmup; ++i) {
+      runner.run_step();
+      sync();
+    }
+    std::vector<OpRecord> mine;
+    for (int i = 0; i < iters; ++i) {
+      runner.run_step();
+      if (keep) runner.collect(mine, i, overlapped);
+      sync();
+    }
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.records.insert(shared.records.end(), mine.begin(), mine.end());
+    if (caps)
+      for (RankState* rs : g.ranks) (*caps)[rs->rank()] = capture(*rs);
+  };
+  phase(p.configured, overlap, p.opt.iters, true, p.opt.check ? &shared.cap_cfg : nullptr);
+  if (overlap)
+    phase(p.other, false, p.opt.iters, true, p.opt.check ? &shared.cap_other : nullptr);
+  else if (p.opt.check)
+    phase(p.other, true, 1, false, &shared.cap_other);
+  if (p.transport != Transport::local && p.opt.raw_alltoall) {
+    const auto& sh = p.sh;
+    const double us = raw_alltoall(*g.ranks[0], static_cast<std::int64_t>(sh.tokens) * sh.topk *
+                                                    sh.hidden * 2);
+    std::lock_guard<std::mutex> lock(shared.mu);
+    if (g.ranks[0]->rank() == 0) shared.raw_alltoall_us = us;
+  }
+  std::lock_guard<std::mutex> lock(shared.mu);
+  for (RankState* rs : g.ranks) shared.memory[rs->rank()] = rs->allocated_bytes();
+}
+
+void run_virtual(const Plan& p, Shared& shared) {
+  EPO_CHECK_CUDA(cudaSetDevice(0));
+  std::vector<std::unique_ptr<RankState>> ranks;
+  Group g;
+  for (int r = 0; r < p.ranks; ++r) {
+    ranks.push_back(std::make_unique<RankState>(p.cfg, p.sh, setup_for(p, r, 0)));
+    g.ranks.push_back(ranks.back().get());
+  }
+  g.transport = p.transport;
+  g.comm_sms = p.sh.comm_sms;
+  g.shared_device = true;
+  if (p.transport == Transport::flex) {
+    std::vector<FlexState*> all;
+    for (auto& r : ranks) all.push_back(&r->flex());
+    for (auto& r : ranks) install_flex_peers(*r, all);
+  }
+  run_group(p, g, shared, [] {});
+}
+
+void run_threads(const Plan& p, Shared& shared) {
+  ncclUniqueId id;
+  EPO_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
+  Barrier barrier(p.ranks);
+  std::vector<std::exception_ptr> errors(p.ranks);
+  shared.flex.assign(p.ranks, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p.ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ScopedOp scope(r, "setup");
+        EPO_CHECK_CUDA(cudaSetDevice(r));
+        if (p.transport == Transport::flex)
+          for (int peer = 0; peer < p.ranks; ++peer) {
+            if (peer == r) continue;
+            const cudaError_t st = cudaDeviceEnablePeerAccess(peer, 0);
+            if (st != cudaErrorPeerAccessAlreadyEnabled) EPO_CHECK_CUDA(st);
+            cudaGetLastError();
+          }
+        RankState rs(p.cfg, p.sh, setup_for(p, r, r));
+        NcclComm comm(p.ranks, id, r);
+        rs.nccl = comm.get();
+        Group g;
+        g.ranks = {&rs};
+        g.transport = p.transport;
+        g.comm_sms = p.sh.comm_sms;
+        {
+          std::lock_guard<std::mutex> lock(shared.mu);
+          shared.flex[r] = &rs.flex();
+        }
+        barrier.wait();
+        if (p.transport == Transport::flex) install_flex_peers(rs, shared.flex);
+        barrier.wait();
+        run_group(p, g, shared, [&] { barrier.wait(); });
+        EPO_CHECK_CUDA(cudaDeviceSynchronize());
+        comm.finalize();
+        barrier.wait();  // peers' flex buffers stay alive until everyone is done
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void check_against_reference(const Plan& p, Shared& shared, RunResult& result) {
+  CheckResult& c = result.check;
+  c.schedules_bit_identical = true;
+  for (int r = 0; r < p.ranks; ++r) {
+    for (const auto& d : bit_differences(shared.cap_cfg[r], shared.cap_other[r])) {
+      c.schedules_bit_identical = false;
+      c.failures.push_back("rank " + std::to_string(r) + ": overlapped and baseline " + d +
+                           " differ");
+    }
+  }
+  const auto schedule_failures = c.failures;
+  EPO_CHECK_CUDA(cudaSetDevice(0));
+  RankSetup s;
+  s.rank = 0;
+  s.num_ranks = 1;
+  s.blocks = p.ranks;
+  s.num_microbatches = p.sh.num_microbatches;
+  s.transport = Transport::local;
+  s.keep_outputs = true;
+  const model::Schedule& baseline =
+      p.cfg.opt.overlap_moe_expert_parallel_comm ? p.other : p.configured;
+  s.slots = activation_slots(baseline);
+  RankState ref(p.cfg, p.sh, s);
+  Group g;
+  g.ranks = {&ref};
+  g.comm_sms = p.sh.comm_sms;
+  g.shared_device = true;
+  Runner runner(g, baseline, p.cfg.opt.delay_wgrad_compute);
+  runner.run_step();
+  const Capture ref_cap = capture(ref);
+  c.failures.clear();
+  compare_to_reference(shared.cap_cfg, ref_cap, p.sh.tokens, p.sh.hidden, ref.local_experts(), c);
+  c.failures.insert(c.failures.begin(), schedule_failures.begin(), schedule_failures.end());
+  c.passed = c.failures.empty();
+}
+
+}  // namespace
+
+RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
+  check_runnable(cfg, options);
+  set_device_max_connections(cfg.opt.cuda_device_max_connections);
+  Plan p;
+  p.cfg = cfg;
+  p.opt = options;
+  p.sh = run_shape(cfg);
+  p.virt = cfg.virtual_ranks > 0;
+  p.ranks = cfg.par.ep;
+  const bool flex = cfg.opt.dispatcher == model::Dispatcher::flex;
+  p.transport = flex ? Transport::flex : (p.virt ? Transport::local : Transport::nccl);
+  const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm;
+  p.configured = model::build_schedule(cfg, 0, overlap);
+  p.other = model::build_schedule(cfg, 0, !overlap);
+  p.slots = std::max(activation_slots(p.configured), activation_slots(p.other));
+  for (const auto* s : {&p.configured, &p.other}) {
+    if (s->ops.size() > 4000) continue;  // the check is quadratic; the schedule tests cover it
+    const auto errors = verify_schedule_for_runner(*s, p.slots);
+    if (!errors.empty())
+      throw EPO_RUNTIME_ERROR("the schedule cannot be run safely: ", errors.front(), " (and ",
+                              errors.size() - 1, " more)");
+  }
+  int gpus = 0;
+  const cudaError_t st = cudaGetDeviceCount(&gpus);
+  if (st != cudaSuccess)
+    throw EPO_RUNTIME_ERROR("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorString(st));
+  const int needed = p.virt ? 1 : p.ranks;
+  if (gpus < needed)
+    throw EPO_INPUT_ERROR("the plan needs ", needed, " GPUs (", p.ranks, " EP ranks, one per GPU) "
+                          "but ", gpus, " are present; use --gpus ", gpus, " or --virtual-ranks ",
+                          p.ranks, " to run every rank on one GPU");
+  Shared shared;
+  shared.cap_cfg.resize(p.ranks);
+  shared.cap_other.resize(p.ranks);
+  shared.memory.assign(p.ranks, 0);
+  if (p.virt) run_virtual(p, shared);
+  else run_threads(p, shared);
+
+  RunResult result;
+  if (options.check) check_against_reference(p, shared, result);
+  result.notes.push_back(std::string("core attention: ") + kCoreAttentionNote);
+  result.notes.push_back("LayerNorms and the router's gradient are left out; the LM head and "
+                         "embedding are a seeded input and a seeded output gradient");
+  if (p.virt && cfg.par.dp > 1)
+    result.notes.push_back("dp_grad_reduce is not executed between virtual ranks (one GPU)");
+  result.raw_alltoall_us = shared.raw_alltoall_us;
+  result.raw_alltoall_bytes_per_rank =
+      static_cast<double>(p.sh.tokens) * p.sh.topk * p.sh.hidden * 2.0;
+
+  RunInfo info;
+  info.virtual_ranks = cfg.virtual_ranks;
+  info.gpus = p.virt ? 1 : p.ranks;
+  info.layers = cfg.model.num_layers;
+  info.iters = options.iters;
+  info.warmup = options.warmup;
+  info.routing = model::to_string(cfg.opt.routing.kind);
+  info.overlapped = overlap;
+  info.shared_clock = p.virt;
+  info.peak_memory_bytes = shared.memory;
+  result.measurement = measurement_json(context_json(0, options.command_line, options.git_revision),
+                                        model::to_json(cfg), info, shared.records);
+  // Trace: the last measured step of the configured schedule (pids 0..R-1) and of the baseline
+  // (pids R..2R-1), with the schedule's cross-stream waits as arrows.
+  std::vector<model::TraceRecord> trace;
+  std::vector<model::TraceFlow> flows;
+  auto add = [&](bool overlapped, const model::Schedule& s, int pid_offset) {
+    const auto recs = measured_trace_records(shared.records, overlapped, options.iters - 1,
+                                             pid_offset, p.virt);
+    model::PipelineSchedule one;
+    one.ranks.push_back(s);
+    const auto f = model::trace_flows(one);
+    const int n = static_cast<int>(s.ops.size());
+    if (static_cast<int>(recs.size()) == p.ranks * n)
+      for (int r = 0; r < p.ranks; ++r)
+        for (const auto& fl : f)
+        flows.push_back({static_cast<int>(trace.size()) + r * n + fl.from,
+                         static_cast<int>(trace.size()) + r * n + fl.to});
+    trace.insert(trace.end(), recs.begin(), recs.end());
+  };
+  add(overlap, p.configured, 0);
+  if (overlap) add(false, p.other, p.ranks);
+  result.trace_json = model::trace_json(trace, flows, "measured: " + cfg.model_name);
+  return result;
+}
+
+}  // namespace epo::exec

@@ -1,0 +1,354 @@
+// EP token exchanges: local SM-limited copies, NCCL, flex kernels.
+#include "executor/transport.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "executor/exec_kernels.hpp"
+#include "executor/gpu_check.hpp"
+#include "executor/layer_ops.hpp"
+#include "executor/layer_ops_detail.hpp"
+#include "model/error.hpp"
+
+namespace epo::exec {
+
+namespace {
+
+void require_capacity(const RankState& rs, const Splits& sp) {
+  if (sp.total_recv <= rs.capacity_rows()) return;
+  throw EPO_RUNTIME_ERROR(where_now(), ": receives ", sp.total_recv,
+                          " expert rows but its buffers hold ", rs.capacity_rows(),
+                          " (routing more skewed than the buffers allow); lower --skew, use "
+                          "--routing uniform or balanced, or run more EP ranks");
+}
+
+/// Direction of one exchange of alltoall rows.
+enum class Dir { to_experts, to_sources };
+
+/// Local transport: every receiver pulls its rows from every sender with one SM-limited copy.
+/// Senders' rows are ready at `ready[s]` (an event on the sender's comm stream).
+void local_exchange(Group& g, int mb, int layer, Dir dir, const std::vector<cudaEvent_t>& ready) {
+  const int R = static_cast<int>(g.ranks.size());
+  const std::int64_t H = g.ranks[0]->shape().hidden;
+  for (int d = 0; d < R; ++d) {
+    RankState& dst = *g.ranks[d];
+    ScopedOp scope(dst.rank(), op_context().op);
+    for (int s = 0; s < R; ++s)
+      if (s != d) EPO_CHECK_CUDA(cudaStreamWaitEvent(dst.comm(), ready[s], 0));
+    CopySegments segs;
+    for (int s = 0; s < R; ++s) {
+      RankState& src = *g.ranks[s];
+      const Splits& ss = src.slot(mb, layer).splits;
+      const Splits& ds = dst.slot(mb, layer).splits;
+      std::int64_t rows, src_off, dst_off;
+      const bf16 *from;
+      bf16* to;
+      if (dir == Dir::to_experts) {  // src's rows for d -> d's receive buffer, block s
+        rows = ds.recv_rows[s];
+        src_off = ss.send_off[d];
+        dst_off = ds.recv_off[s];
+        from = src.slot(mb, layer).x_send;
+        to = dst.slot(mb, layer).x_recv;
+      } else {  // expert rank s's rows of source d -> d's rows, block s
+        rows = ds.send_rows[s];
+        src_off = ss.recv_off[d];
+        dst_off = ds.send_off[s];
+        from = src.slot(mb, layer).x_recv;
+        to = dst.slot(mb, layer).y_recv;
+      }
+      if (rows == 0) continue;
+      segs.src[segs.count] = from + src_off * H;
+      segs.dst[segs.count] = to + dst_off * H;
+      segs.bytes[segs.count] = rows * H * static_cast<std::int64_t>(sizeof(bf16));
+      ++segs.count;
+    }
+    launch_sm_copy(segs, g.comm_sms, dst.comm());
+  }
+}
+
+void nccl_exchange(RankState& rs, int mb, int layer, Dir dir) {
+  SlotLayer& s = rs.slot(mb, layer);
+  const Splits& sp = s.splits;
+  const int R = rs.setup().num_ranks;
+  const std::int64_t H = rs.shape().hidden;
+  const auto& send_rows = dir == Dir::to_experts ? sp.send_rows : sp.recv_rows;
+  const auto& send_off = dir == Dir::to_experts ? sp.send_off : sp.recv_off;
+  const auto& recv_rows = dir == Dir::to_experts ? sp.recv_rows : sp.send_rows;
+  const auto& recv_off = dir == Dir::to_experts ? sp.recv_off : sp.send_off;
+  const bf16* from = dir == Dir::to_experts ? s.x_send : s.x_recv;
+  bf16* to = dir == Dir::to_experts ? s.x_recv : s.y_recv;
+  const bool even = std::all_of(send_rows.begin(), send_rows.end(),
+                                [&](std::int64_t r) { return r == send_rows[0]; }) &&
+                    std::all_of(recv_rows.begin(), recv_rows.end(),
+                                [&](std::int64_t r) { return r == send_rows[0]; });
+  if (even) {
+    EPO_CHECK_NCCL(rs.nccl, ncclAlltoAll(from, to, static_cast<size_t>(send_rows[0] * H),
+                                         ncclBfloat16, rs.nccl, rs.comm()));
+    return;
+  }
+  EPO_CHECK_NCCL(rs.nccl, ncclGroupStart());
+  for (int p = 0; p < R; ++p) {
+    if (send_rows[p] > 0)
+      EPO_CHECK_NCCL(rs.nccl, ncclSend(from + send_off[p] * H, static_cast<size_t>(send_rows[p] * H),
+                                       ncclBfloat16, p, rs.nccl, rs.comm()));
+    if (recv_rows[p] > 0)
+      EPO_CHECK_NCCL(rs.nccl, ncclRecv(to + recv_off[p] * H, static_cast<size_t>(recv_rows[p] * H),
+                                       ncclBfloat16, p, rs.nccl, rs.comm()));
+  }
+  EPO_CHECK_NCCL(rs.nccl, ncclGroupEnd());
+}
+
+/// Alltoall splits: every rank's counts to the host (host sync), then splits and the device copy
+/// of the received counts (for the sort-chunks layout).
+void alltoall_splits_all(Group& g, int mb, int layer) {
+  const int E = g.ranks[0]->shape().num_experts;
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    SlotLayer& s = rs->slot(mb, layer);
+    if (g.transport == Transport::nccl) {
+      EPO_CHECK_NCCL(rs->nccl, ncclAllGather(s.ntpe, s.counts_all, static_cast<size_t>(E), ncclInt32,
+                                             rs->nccl, rs->comm()));
+      EPO_CHECK_CUDA(cudaMemcpyAsync(s.counts_host, s.counts_all,
+                                     sizeof(int) * E * rs->setup().num_ranks,
+                                     cudaMemcpyDeviceToHost, rs->comm()));
+      EPO_CHECK_CUDA(cudaEventRecord(s.counts_ready->get(), rs->comm()));
+    }
+  }
+  for (RankState* rs : g.ranks) {  // the host waits (Megatron's D2H sync before the A2A)
+    ScopedOp scope(rs->rank(), op_context().op);
+    EPO_CHECK_CUDA(cudaEventSynchronize(rs->slot(mb, layer).counts_ready->get()));
+  }
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    const int R = rs->setup().num_ranks, El = rs->local_experts();
+    const int me = R > 1 ? rs->rank() : 0;
+    std::vector<int> counts(static_cast<std::size_t>(R) * E);
+    for (int src = 0; src < R; ++src) {
+      const int* row = g.transport == Transport::nccl || R == 1
+                           ? rs->slot(mb, layer).counts_host + static_cast<std::int64_t>(src) * E
+                           : g.ranks[src]->slot(mb, layer).counts_host +
+                                 static_cast<std::int64_t>(src) * E;
+      std::copy(row, row + E, counts.begin() + static_cast<std::int64_t>(src) * E);
+    }
+    SlotLayer& s = rs->slot(mb, layer);
+    s.splits = alltoall_splits(counts, R, E, me);
+    require_capacity(*rs, s.splits);
+    for (int src = 0; src < R; ++src)
+      for (int le = 0; le < El; ++le)
+        s.recv_counts_host[src * El + le] = counts[static_cast<std::size_t>(src) * E + me * El + le];
+    EPO_CHECK_CUDA(cudaMemcpyAsync(s.counts_recv, s.recv_counts_host, sizeof(int) * R * El,
+                                   cudaMemcpyHostToDevice, rs->comm()));
+  }
+}
+
+std::vector<cudaEvent_t> start_events(Group& g, int op_index) {
+  std::vector<cudaEvent_t> ev;
+  for (RankState* rs : g.ranks) ev.push_back(rs->op_start[op_index].get());
+  return ev;
+}
+
+void flex_recv_splits(Group& g, int mb, int layer) {
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    EPO_CHECK_CUDA(cudaEventSynchronize(rs->slot(mb, layer).counts_ready->get()));
+    check_flex(*rs);
+    SlotLayer& s = rs->slot(mb, layer);
+    s.splits = flex_splits(std::vector<int>(s.loc_ntpe_host, s.loc_ntpe_host + rs->local_experts()));
+    require_capacity(*rs, s.splits);
+  }
+}
+
+}  // namespace
+
+void dispatch_fwd(Group& g, int op_index, int mb, int layer) {
+  if (g.transport == Transport::flex) {
+    for (RankState* rs : g.ranks) {  // every send first: sends never wait
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      FlexState& fx = rs->flex();
+      s.flex_seq_fwd = ++fx.seq_fwd;
+      const auto& sh = rs->shape();
+      kernels::launch_flex_dispatch_send(rs->rank(), rs->setup().num_ranks, s.h, s.topk_idx,
+                                         s.topk_w, s.token_slot, s.ntpr, sh.tokens, sh.hidden,
+                                         sh.topk, sh.num_experts, sh.tokens, fx.peers_fwd, fx.fwd,
+                                         s.flex_seq_fwd, g.comm_sms, rs->comm());
+    }
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      FlexState& fx = rs->flex();
+      const auto& sh = rs->shape();
+      const int R = rs->setup().num_ranks, El = rs->local_experts();
+      kernels::launch_flex_dispatch_wait(rs->rank(), R, fx.fwd, s.flex_seq_fwd,
+                                         g.flex_timeout_cycles, fx.error, rs->comm());
+      const std::int64_t slots = static_cast<std::int64_t>(R) * sh.tokens;
+      kernels::launch_alltoall_layout(fx.fwd.recv_topk_idx, fx.fwd.recv_count, sh.tokens,
+                                      static_cast<int>(slots), sh.topk, El, 1, slots * sh.topk,
+                                      s.fx_permuted_row, s.fx_row_src, s.loc_offsets, s.loc_ntpe,
+                                      s.layout_ws, rs->comm());
+      EPO_CHECK_CUDA(cudaMemcpyAsync(s.loc_ntpe_host, s.loc_ntpe, sizeof(int) * El,
+                                     cudaMemcpyDeviceToHost, rs->comm()));
+      EPO_CHECK_CUDA(cudaEventRecord(s.counts_ready->get(), rs->comm()));
+    }
+    flex_recv_splits(g, mb, layer);  // the host waits for the receive counts (as DeepEP does)
+    return;
+  }
+  alltoall_splits_all(g, mb, layer);
+  if (g.transport == Transport::nccl) {
+    for (RankState* rs : g.ranks) nccl_exchange(*rs, mb, layer, Dir::to_experts);
+    return;
+  }
+  local_exchange(g, mb, layer, Dir::to_experts, start_events(g, op_index));
+}
+
+void combine_fwd(Group& g, int op_index, int mb, int layer) {
+  if (g.transport == Transport::flex) {
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      const auto& sh = rs->shape();
+      FlexState& fx = rs->flex();
+      kernels::launch_flex_combine_send(rs->rank(), rs->setup().num_ranks, s.y_perm,
+                                        s.splits.total_recv, s.fx_permuted_row, sh.hidden,
+                                        sh.topk, sh.tokens, fx.peers_fwd, fx.fwd, s.flex_seq_fwd,
+                                        g.comm_sms, rs->comm());
+    }
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      const auto& sh = rs->shape();
+      FlexState& fx = rs->flex();
+      kernels::launch_flex_combine_wait(rs->rank(), rs->setup().num_ranks, fx.fwd, s.flex_seq_fwd,
+                                        g.flex_timeout_cycles, fx.error, rs->comm());
+      kernels::launch_flex_combine_reduce(rs->setup().num_ranks, fx.fwd, s.token_slot, sh.tokens,
+                                          sh.hidden, sh.tokens, s.moe_out, g.comm_sms, rs->comm());
+      combine_fwd_post(*rs, mb, layer, false);
+    }
+    return;
+  }
+  if (g.transport == Transport::nccl)
+    for (RankState* rs : g.ranks) nccl_exchange(*rs, mb, layer, Dir::to_sources);
+  else
+    local_exchange(g, mb, layer, Dir::to_sources, start_events(g, op_index));
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    combine_fwd_post(*rs, mb, layer, true);
+  }
+}
+
+void combine_bwd(Group& g, int /*op_index*/, int mb, int layer) {
+  if (g.transport == Transport::flex) {
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      FlexState& fx = rs->flex();
+      s.flex_seq_bwd = ++fx.seq_bwd;
+      const auto& sh = rs->shape();
+      // Weights of one: the expert side scales by the forward's router weights itself.
+      kernels::launch_flex_dispatch_send(rs->rank(), rs->setup().num_ranks,
+                                         layer_output_grad(*rs, mb, layer), s.topk_idx, rs->ones(),
+                                         s.token_slot, s.ntpr, sh.tokens, sh.hidden, sh.topk,
+                                         sh.num_experts, sh.tokens, fx.peers_bwd, fx.bwd,
+                                         s.flex_seq_bwd, g.comm_sms, rs->comm());
+    }
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      FlexState& fx = rs->flex();
+      kernels::launch_flex_dispatch_wait(rs->rank(), rs->setup().num_ranks, fx.bwd,
+                                         rs->slot(mb, layer).flex_seq_bwd, g.flex_timeout_cycles,
+                                         fx.error, rs->comm());
+    }
+    return;
+  }
+  std::vector<cudaEvent_t> ready;
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    RankState* rs = g.ranks[i];
+    ScopedOp scope(rs->rank(), op_context().op);
+    combine_bwd_pre(*rs, mb, layer);
+    if (g.transport == Transport::local) {
+      EPO_CHECK_CUDA(cudaEventRecord(g.mid[i]->get(), rs->comm()));
+      ready.push_back(g.mid[i]->get());
+    }
+  }
+  if (g.transport == Transport::nccl)
+    for (RankState* rs : g.ranks) nccl_exchange(*rs, mb, layer, Dir::to_experts);
+  else
+    local_exchange(g, mb, layer, Dir::to_experts, ready);
+}
+
+void dispatch_bwd(Group& g, int op_index, int mb, int layer) {
+  if (g.transport == Transport::flex) {
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      const auto& sh = rs->shape();
+      FlexState& fx = rs->flex();
+      kernels::launch_flex_combine_send(rs->rank(), rs->setup().num_ranks, s.d_xperm,
+                                        s.splits.total_recv, s.fx_permuted_row, sh.hidden,
+                                        sh.topk, sh.tokens, fx.peers_bwd, fx.bwd, s.flex_seq_bwd,
+                                        g.comm_sms, rs->comm());
+    }
+    for (RankState* rs : g.ranks) {
+      ScopedOp scope(rs->rank(), op_context().op);
+      SlotLayer& s = rs->slot(mb, layer);
+      const auto& sh = rs->shape();
+      FlexState& fx = rs->flex();
+      kernels::launch_flex_combine_wait(rs->rank(), rs->setup().num_ranks, fx.bwd, s.flex_seq_bwd,
+                                        g.flex_timeout_cycles, fx.error, rs->comm());
+      kernels::launch_flex_combine_reduce(rs->setup().num_ranks, fx.bwd, s.token_slot, sh.tokens,
+                                          sh.hidden, sh.tokens, s.moe_out, g.comm_sms, rs->comm());
+    }
+    return;
+  }
+  if (g.transport == Transport::nccl)
+    for (RankState* rs : g.ranks) nccl_exchange(*rs, mb, layer, Dir::to_sources);
+  else
+    local_exchange(g, mb, layer, Dir::to_sources, start_events(g, op_index));
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    dispatch_bwd_post(*rs, mb, layer);
+  }
+}
+
+void grad_reduce(Group& g, int layer) {
+  if (g.transport == Transport::local) return;
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    const int first = layer < 0 ? 0 : layer;
+    const int last = layer < 0 ? rs->shape().num_layers - 1 : layer;
+    for (int l = first; l <= last; ++l) {
+      LayerWeights& w = rs->weights(l);
+      EPO_CHECK_NCCL(rs->nccl, ncclAllReduce(w.g_wqkv, w.g_wqkv, static_cast<size_t>(w.dense_grad_elems),
+                                             ncclBfloat16, ncclSum, rs->nccl, rs->grad()));
+    }
+    rs->dense_grads_reduced = true;
+  }
+}
+
+void install_flex_peers(RankState& rs, const std::vector<FlexState*>& all) {
+  ScopedOp scope(rs.rank(), "flex peers");
+  std::vector<kernels::FlexBuffers> fwd, bwd;
+  for (FlexState* f : all) {
+    fwd.push_back(f->fwd);
+    bwd.push_back(f->bwd);
+  }
+  EPO_CHECK_CUDA(cudaMemcpy(rs.flex().peers_fwd, fwd.data(), sizeof(kernels::FlexBuffers) * fwd.size(),
+                            cudaMemcpyHostToDevice));
+  EPO_CHECK_CUDA(cudaMemcpy(rs.flex().peers_bwd, bwd.data(), sizeof(kernels::FlexBuffers) * bwd.size(),
+                            cudaMemcpyHostToDevice));
+}
+
+void check_flex(RankState& rs) {
+  if (!rs.flex().error || rs.flex().error->status == 0) return;
+  try {
+    kernels::check_flex_error(rs.flex().error);
+  } catch (const std::exception& e) {
+    throw EPO_RUNTIME_ERROR(where_now(), ": flex wait timed out: ", e.what());
+  }
+  const auto& r = *rs.flex().error;
+  throw EPO_RUNTIME_ERROR(where_now(), ": flex wait timed out: rank ", r.rank, " waited for ",
+                          r.what == 1 ? "dispatch" : "combine", " data from rank ", r.src_rank,
+                          " (expected sequence ", r.expected_seq, ", saw ", r.seen_seq, ")");
+}
+
+}  // namespace epo::exec
