@@ -1,6 +1,7 @@
 #include "planner/explain.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -69,6 +70,10 @@ Comparison compare_plans(const Plan& w, const Plan& r, const std::string& label)
   for (const auto& o : ops) {
     OpDelta d{o.name, per_step_us(r, o.k, o.d), per_step_us(w, o.k, o.d)};
     if (d.reference_us > 0 || d.winner_us > 0) c.ops.push_back(d);
+    if (o.k == OpKind::dispatch || o.k == OpKind::combine) {
+      c.comm_reference_us += d.reference_us;
+      c.comm_winner_us += d.winner_us;
+    }
   }
   const auto& a = r.cfg;
   const auto& b = w.cfg;
@@ -106,6 +111,10 @@ std::string format_comparison(const Comparison& c) {
   os << "    exposed EP communication " << fmt_us(c.exposed_reference_us) << " -> "
      << fmt_us(c.exposed_winner_us) << " (" << (c.hidden_us >= 0 ? "hidden " : "more exposed ")
      << fmt_us(std::fabs(c.hidden_us)) << ")\n";
+  os << "    EP communication run per step " << fmt_us(c.comm_reference_us) << " -> "
+     << fmt_us(c.comm_winner_us) << "; hidden behind compute "
+     << fmt_us(std::max(0.0, c.comm_reference_us - c.exposed_reference_us)) << " -> "
+     << fmt_us(std::max(0.0, c.comm_winner_us - c.exposed_winner_us)) << "\n";
   if (!c.differences.empty()) {
     os << "    settings:";
     for (const auto& d : c.differences) os << "  " << d << ";";

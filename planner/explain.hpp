@@ -21,6 +21,7 @@ struct Comparison {
   double step_delta_us = 0;      ///< reference step - winner step (> 0: winner faster)
   double exposed_reference_us = 0, exposed_winner_us = 0;
   double hidden_us = 0;          ///< communication the winner hides that the reference exposes
+  double comm_reference_us = 0, comm_winner_us = 0;  ///< EP communication per step, one rank
   double tokens_gain = 0;        ///< winner tokens/s / reference tokens/s - 1
   std::vector<OpDelta> ops;      ///< MoE-layer ops, per step on one rank
   std::vector<std::string> differences;  ///< settings that differ, "ep 8 -> 16"

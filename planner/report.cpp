@@ -100,6 +100,10 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
     os << "  (no feasible alltoall plan without overlap to compare with)\n";
   else
     os << "  the winner is itself the best alltoall plan without overlap\n";
+  if (r.has_same_layout_baseline && r.same_layout_baseline.order != w.order &&
+      (!r.has_alltoall_no_overlap || r.same_layout_baseline.order != r.best_alltoall_no_overlap.order))
+    os << format_comparison(compare_plans(
+        w, r.same_layout_baseline, "the same layout with alltoall and without overlap"));
   if (r.has_other_dispatcher) {
     const bool winner_flex = w.cfg.opt.dispatcher == model::Dispatcher::flex;
     os << format_comparison(compare_plans(

@@ -206,17 +206,28 @@ SearchResult search(const SearchSpec& spec) {
   // The reference plans for "why the winner wins".
   if (!feas.empty()) {
     const int winner_class = dispatch_class(cands[static_cast<size_t>(feas[0].idx)]);
+    const Candidate& wc = cands[static_cast<size_t>(feas[0].idx)];
     const Summary* base = nullptr;
+    const Summary* same = nullptr;
     const Summary* other = nullptr;
     for (const auto& s : feas) {
       const Candidate& c = cands[static_cast<size_t>(s.idx)];
       if (dispatch_class(c) == 0 && !c.overlap && (!base || better(s, *base))) base = &s;
+      const bool same_layout = c.tp == wc.tp && c.pp == wc.pp && c.vpp == wc.vpp && c.cp == wc.cp &&
+                               c.ep == wc.ep && c.etp == wc.etp && c.mbs == wc.mbs &&
+                               c.recompute == wc.recompute && c.cuda_graph == wc.cuda_graph;
+      if (same_layout && dispatch_class(c) == 0 && !c.overlap && (!same || better(s, *same)))
+        same = &s;
       const bool other_class = winner_class == 0 ? dispatch_class(c) != 0 : dispatch_class(c) == 0;
       if (other_class && (!other || better(s, *other))) other = &s;
     }
     if (base) {
       res.has_alltoall_no_overlap = true;
       res.best_alltoall_no_overlap = materialize(*base);
+    }
+    if (same) {
+      res.has_same_layout_baseline = true;
+      res.same_layout_baseline = materialize(*same);
     }
     if (other) {
       res.has_other_dispatcher = true;

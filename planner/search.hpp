@@ -65,6 +65,9 @@ struct SearchResult {
   double seconds = 0;
   bool has_alltoall_no_overlap = false;
   Plan best_alltoall_no_overlap;  ///< the reference "no overlap" plan
+  /// The winner's own layout with alltoall and overlap off (what dispatcher and overlap buy).
+  bool has_same_layout_baseline = false;
+  Plan same_layout_baseline;
   bool has_other_dispatcher = false;
   Plan best_other_dispatcher;  ///< best plan whose dispatcher differs from the winner's
 };
