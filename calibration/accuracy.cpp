@@ -181,12 +181,12 @@ std::string accuracy_report_text(const AccuracyReport& r) {
   char buf[320];
   for (const auto& run : r.runs) {
     os << "run " << run.label << "  (" << run.file << ")\n";
-    std::snprintf(buf, sizeof buf, "  %-26s %14s %14s %12s %14s %12s\n", "metric", "measured",
-                  ("before " + run.base_name).substr(0, 14).c_str(), "err", "after", "err");
+    std::snprintf(buf, sizeof buf, "  %-26s %14s %16s %12s %14s %12s\n", "metric", "measured",
+                  ("before " + run.base_name).substr(0, 16).c_str(), "err", "after", "err");
     os << buf;
     for (const auto& row : run.rows) {
       const char* u = error_unit(row.kind);
-      std::snprintf(buf, sizeof buf, "  %-26s %14.6g %14.6g %7.2f%-5s %14.6g %7.2f%-5s\n",
+      std::snprintf(buf, sizeof buf, "  %-26s %14.6g %16.6g %7.2f%-5s %14.6g %7.2f%-5s\n",
                     row.name.c_str(), row.measured, row.before, row.error_before, u, row.after,
                     row.error_after, u);
       os << buf;

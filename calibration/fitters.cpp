@@ -165,6 +165,7 @@ void refit_accepted(Fit& f, const NonlinearProblem& pb) {
     sub.upper(j) = pb.upper(free_idx[j]);
     start(j) = full(free_idx[j]);
   }
+  sub.jacobian_step = pb.jacobian_step;
   sub.residuals = [&](const Eigen::VectorXd& q) {
     Eigen::VectorXd p = full;
     for (Eigen::Index j = 0; j < n; ++j) p(free_idx[j]) = q(j);

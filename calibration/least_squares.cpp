@@ -46,7 +46,7 @@ Eigen::MatrixXd jacobian(const NonlinearProblem& pb, const Eigen::VectorXd& p,
   Eigen::MatrixXd j(r0.size(), p.size());
   for (Eigen::Index k = 0; k < p.size(); ++k) {
     Eigen::VectorXd q = p;
-    double h = 1e-6 * std::max(std::abs(p(k)), 1e-3);
+    double h = pb.jacobian_step * std::max(std::abs(p(k)), 1e-3);
     // Step inwards at the upper bound so the model stays defined.
     if (q(k) + h > pb.upper(k)) h = -h;
     q(k) += h;

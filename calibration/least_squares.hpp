@@ -30,6 +30,9 @@ Eigen::VectorXd relative_linear_fit(const Eigen::MatrixXd& a, const Eigen::Vecto
 struct NonlinearProblem {
   std::function<Eigen::VectorXd(const Eigen::VectorXd&)> residuals;
   Eigen::VectorXd lower, upper;
+  /// Relative step of the forward-difference Jacobian; larger for models whose output is rounded
+  /// (durations in integer nanoseconds).
+  double jacobian_step = 1e-6;
 };
 
 struct NonlinearResult {

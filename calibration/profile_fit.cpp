@@ -118,6 +118,7 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
   NonlinearProblem pb;
   pb.lower = Eigen::VectorXd::Constant(1, efficiency ? 1e-4 : 0.1);
   pb.upper = Eigen::VectorXd::Constant(1, efficiency ? 10.0 : 1e5);
+  pb.jacobian_step = 1e-3;  // op durations are whole nanoseconds
   pb.residuals = [&](const Eigen::VectorXd& p) {
     const auto pred = at(p(0));
     Eigen::VectorXd r(pred.size());
