@@ -2,8 +2,11 @@
 # path (included by model/CMakeLists.txt).
 list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   schedule.cpp
+  schedule_tables.cpp
   simulate.cpp
+  simulate_step.cpp
   timeline.cpp
   fast_path.cpp
+  maxplus.cpp
   trace.cpp
 )
