@@ -122,4 +122,26 @@ inline double worst_excess(const std::vector<uint16_t>& a, const std::vector<uin
   return worst;
 }
 
+/// Elementwise |v| of bf16 values (exact: clears the sign bit).
+inline std::vector<uint16_t> abs_bf16(std::vector<uint16_t> v) {
+  for (auto& x : v) x = static_cast<uint16_t>(x & 0x7fffu);
+  return v;
+}
+
+/// Largest |got-want| - tol over two bf16 arrays, tol = rel*|want| + scale_coef*scale (scale: a
+/// per-element bf16 magnitude, e.g. the largest partial sum of a dot product); <= 0: all within.
+inline double worst_excess_scaled(const std::vector<uint16_t>& got,
+                                  const std::vector<uint16_t>& want, double rel,
+                                  const std::vector<uint16_t>& scale, double scale_coef) {
+  if (got.size() != want.size() || scale.size() != want.size())
+    throw std::invalid_argument("worst_excess_scaled: size mismatch");
+  double worst = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double x = ref::bf16_to_float(got[i]), y = ref::bf16_to_float(want[i]);
+    const double tol = rel * std::fabs(y) + scale_coef * ref::bf16_to_float(scale[i]);
+    worst = std::max(worst, std::fabs(x - y) - tol);
+  }
+  return worst;
+}
+
 }  // namespace epo::kernels::test
