@@ -287,9 +287,9 @@ std::vector<std::string> verify_schedule_for_runner(const model::Schedule& s, in
                          model::op_name(s.ops[p]) + ")");
     // Slot reuse: the same layer of micro-batch mb - slots must be finished.
     if (op.microbatch >= slots && op.layer >= 0)
-      for (int p = 0; p < i; ++p) {
+      for (int p = 0; p < n; ++p) {
         const auto& q = s.ops[p];
-        if (q.microbatch == op.microbatch - slots && q.layer == op.layer && !before(p))
+        if (q.microbatch == op.microbatch - slots && q.layer == op.layer && (p > i || !before(p)))
           errors.push_back("op " + std::to_string(i) + " (" + model::op_name(op) + " mb " +
                            std::to_string(op.microbatch) + ") reuses the slot of op " +
                            std::to_string(p) + " (" + model::op_name(q) + " mb " +

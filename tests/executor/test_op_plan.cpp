@@ -1,0 +1,116 @@
+// The runner's view of a schedule: shapes, slots, and that the schedule's waits deliver every
+// input each op reads (checked against the schedule builder).
+#include "catch.hpp"
+#include "executor/op_plan.hpp"
+#include "executor/run.hpp"
+#include "fixtures.hpp"
+#include "model/error.hpp"
+
+using namespace epo;
+
+TEST_CASE("schedules of every option combination are safe for the runner") {
+  for (bool overlap : {false, true})
+    for (bool delay : {false, true}) {
+      if (delay && !overlap) continue;  // Megatron requires overlap for delayed wgrad
+      for (const char* d : {"alltoall", "flex"}) {
+        const model::Config cfg = test::tiny_config(4, overlap, delay, d);
+        for (bool ov : {false, true}) {
+          const model::Schedule s = model::build_schedule(cfg, 0, ov);
+          const int slots = exec::activation_slots(s);
+          INFO("overlap " << overlap << " delay " << delay << " schedule " << ov);
+          CHECK(exec::verify_schedule_for_runner(s, slots).empty());
+        }
+      }
+    }
+}
+
+TEST_CASE("activation slots: one micro-batch alive in the baseline, two when overlapped") {
+  const model::Config cfg = test::tiny_config(4, true, false);
+  // Baseline (PP=1): forward then backward of each micro-batch; overlapped: the forward of
+  // mb i+1 runs beside the backward of mb i.
+  CHECK(exec::activation_slots(model::build_schedule(cfg, 0, false)) == 1);
+  CHECK(exec::activation_slots(model::build_schedule(cfg, 0, true)) == 2);
+}
+
+TEST_CASE("the check finds an op that could start before its input") {
+  const model::Config cfg = test::tiny_config(2, true, false);
+  model::Schedule s = model::build_schedule(cfg, 0, true);
+  // Cut the event wait of the first forward mlp (its input comes from the comm stream).
+  bool cut = false;
+  for (auto& op : s.ops)
+    if (!cut && op.kind == model::OpKind::mlp && op.dir == model::Direction::forward) {
+      for (int w = 0; w < op.num_waits; ++w)
+        if (s.ops[op.waits[w]].lane == model::Lane::comm) {
+          op.waits[w] = op.waits[op.num_waits - 1];
+          --op.num_waits;
+          cut = true;
+          break;
+        }
+    }
+  REQUIRE(cut);
+  const auto errors = exec::verify_schedule_for_runner(s, 2);
+  REQUIRE_FALSE(errors.empty());
+  CHECK(errors.front().find("mlp.fwd") != std::string::npos);
+}
+
+TEST_CASE("the check finds a slot reused too early") {
+  const model::Config cfg = test::tiny_config(2, true, false);
+  const model::Schedule s = model::build_schedule(cfg, 0, true);
+  // Two micro-batches are alive at once; one slot per layer would overwrite live activations.
+  CHECK_FALSE(exec::verify_schedule_for_runner(s, 1).empty());
+}
+
+TEST_CASE("alltoall splits from per-expert counts") {
+  // 2 ranks, 4 experts (2 per rank). counts[src][e]: rank 0 sends 1,2 to experts 0,1 (rank 0)
+  // and 3,4 to experts 2,3 (rank 1); rank 1 sends 5,6 | 7,8.
+  const std::vector<int> counts = {1, 2, 3, 4, 5, 6, 7, 8};
+  const exec::Splits s1 = exec::alltoall_splits(counts, 2, 4, 1);
+  CHECK(s1.send_rows == std::vector<std::int64_t>{11, 15});   // 5+6, 7+8
+  CHECK(s1.send_off == std::vector<std::int64_t>{0, 11});
+  CHECK(s1.recv_rows == std::vector<std::int64_t>{7, 15});    // 3+4 from rank 0, 7+8 from 1
+  CHECK(s1.recv_off == std::vector<std::int64_t>{0, 7});
+  CHECK(s1.loc_rows == std::vector<int>{10, 12});             // expert 2: 3+7, expert 3: 4+8
+  CHECK(s1.loc_off == std::vector<std::int64_t>{0, 10});
+  CHECK(s1.total_recv == 22);
+  CHECK_THROWS_AS(exec::alltoall_splits(counts, 2, 4, 2), Error);
+}
+
+TEST_CASE("run shape of Qwen3-30B-A3B layers on 8 virtual ranks") {
+  nlohmann::json j = {{"schema_version", 1}, {"model", "qwen3-30b-a3b"}, {"hardware", "h200-sxm"},
+                      {"gpus", 8}, {"virtual_ranks", 8},
+                      {"parallel", {{"ep", 8}, {"global_batch_size", 32}, {"seq_length", 2048}}}};
+  model::Config full = model::config_from_json(j, "qwen");
+  full.derive_and_check();
+  const model::Config cfg = exec::with_layers(full, 2);
+  const exec::RunShape s = exec::run_shape(cfg);
+  CHECK(s.num_layers == 2);
+  CHECK(s.tokens == 2048);
+  CHECK(s.local_experts == 128 / 8);
+  CHECK(s.qkv_dim == (32 + 2 * 4) * 128);  // GQA: 32 query heads, 4 KV groups of 128
+  CHECK(s.ctx_dim == 32 * 128);
+  CHECK(s.num_microbatches == 4);          // gbs 32 / (mbs 1 * dp 8)
+  CHECK_NOTHROW(exec::check_runnable(cfg, exec::RunOptions{}));
+}
+
+TEST_CASE("plans the executor cannot run are input errors naming the setting") {
+  model::Config cfg = test::tiny_config(4, true, false);
+  auto message = [](const model::Config& c) {
+    try {
+      exec::check_runnable(c, exec::RunOptions{});
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  model::Config a = cfg;
+  a.opt.dispatcher = model::Dispatcher::allgather;
+  CHECK(message(a).find("allgather") != std::string::npos);
+  model::Config b = cfg;
+  b.opt.precision = model::Precision::fp8;
+  CHECK(message(b).find("fp8") != std::string::npos);
+  CHECK_THROWS_AS(exec::with_layers(cfg, 99), Error);
+  exec::RunOptions bad;
+  bad.iters = 0;
+  CHECK_THROWS_AS(exec::check_runnable(cfg, bad), Error);
+}
