@@ -385,6 +385,20 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
   setup_receive_side(w);
   report.context("two_gpu_reference",
                  "plain store kernel 353 GB/s per direction with 8 SMs (perf_anchors §7)");
+  {
+    // The combine reads every local expert row of a token before it sends one row: with top-k
+    // spread over two ranks that is several rows read locally per row crossing NVLink.
+    const double rows_sent = std::min(w.ranks[0].per_rank_host[1], w.ranks[1].per_rank_host[0]);
+    const double local_read_mb =
+        static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) *
+        row_bytes / kMB;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "combine also reads %.0f MB of local expert rows per GPU (%.1f per row crossing "
+                  "NVLink) and writes as much locally as it sends",
+                  local_read_mb, rows_sent > 0 ? local_read_mb * kMB / row_bytes / rows_sent : 0.0);
+    report.context("nvl_combine_local", line);
+  }
   double best_dispatch = 0, best_combine = 0;
   for (int sms : sm_counts) {
     const double t_d = timed(dispatch_send(sms), dispatch_finish);

@@ -20,10 +20,120 @@ namespace {
 
 using detail::kBf16PerVec;
 using detail::kWarpSize;
-constexpr int kThreads = 512;
-constexpr int kWarpsPerBlock = kThreads / kWarpSize;
-constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
+// Dispatch streams rows: 1024 threads, 8 vectors of 16 bytes loaded per lane before any store, so
+// one SM keeps 128 KB of reads in flight (a copy needs about that to run at HBM or NVLink rate).
+constexpr int kDispatchThreads = 1024;
+constexpr int kDispatchUnroll = 8;
+// Combine and reduce keep fp32 accumulators per vector, so fewer threads with more registers:
+// 512 threads, 8 16-byte loads in flight per lane (8 vectors of a row with a single copy, else 4
+// vectors of 2 copies at a time; 4 copies at a time would spill at 128 registers).
+constexpr int kReduceThreads = 512;
+constexpr int kReduceWarps = kReduceThreads / kWarpSize;
+constexpr int kReduceUnroll = 4;
+constexpr int kReduceBatch = 2;
+constexpr int kSingleUnroll = 8;
 constexpr int kWaitThreads = kMaxRanks;
+
+// Copy c of a warp's list: lane c % 32 holds it in (row_lo, w_lo) for c < 32 or (row_hi, w_hi).
+// `m` is the warp-uniform mask of copies still to take (bit c = copy c, rows < 0 are not in it);
+// takes the lowest one. Every lane must call this (shuffles).
+__device__ __forceinline__ void take_copy(uint64_t& m, int row_lo, float w_lo, int row_hi,
+                                          float w_hi, int& row, float& weight) {
+  const int c = __ffsll(static_cast<long long>(m)) - 1;
+  m &= m - 1;
+  const int src = c % kWarpSize;
+  const int lo = __shfl_sync(0xffffffffu, row_lo, src);
+  const int hi = __shfl_sync(0xffffffffu, row_hi, src);
+  const float wl = __shfl_sync(0xffffffffu, w_lo, src);
+  const float wh = __shfl_sync(0xffffffffu, w_hi, src);
+  row = c < kWarpSize ? lo : hi;
+  weight = c < kWarpSize ? wl : wh;
+}
+
+// dst[i] = bf16(sum over the copies c in `mask`, in c order, of w_c * rows[row_c][i]) for every
+// vector i of a row, fp32 fused multiply-adds from 0 (the references' order), one warp per row.
+// Loads of several vectors and copies are issued before any arithmetic, so each lane keeps 8
+// 16-byte loads in flight; the stores (possibly over NVLink) are plain 16-byte
+// writes, coalesced per warp. Every lane of the warp must call this.
+__device__ __forceinline__ void warp_weighted_row_sum(const int4* __restrict__ rows,
+                                                      int vecs_per_row, uint64_t mask, int row_lo,
+                                                      float w_lo, int row_hi, float w_hi,
+                                                      int4* dst) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int num_copies = __popcll(static_cast<long long>(mask));
+  if (num_copies <= 1) {
+    // One copy (the common case of a wide EP): a scaled copy, 8 vectors per lane in flight.
+    int row = -1;
+    float w = 0.f;
+    if (num_copies == 1) take_copy(mask, row_lo, w_lo, row_hi, w_hi, row, w);
+    const int4* src = rows + static_cast<int64_t>(max(row, 0)) * vecs_per_row;
+    for (int base = 0; base < vecs_per_row; base += kWarpSize * kSingleUnroll) {
+      int4 v[kSingleUnroll];
+#pragma unroll
+      for (int u = 0; u < kSingleUnroll; ++u) {
+        const int i = base + u * kWarpSize + lane;
+        if (i < vecs_per_row && row >= 0) v[u] = detail::ld_stream(src + i);
+      }
+#pragma unroll
+      for (int u = 0; u < kSingleUnroll; ++u) {
+        const int i = base + u * kWarpSize + lane;
+        if (i >= vecs_per_row) continue;
+        float f[kBf16PerVec] = {};
+        if (row >= 0) {
+          detail::unpack_bf16x8(v[u], f);
+#pragma unroll
+          for (int j = 0; j < kBf16PerVec; ++j) f[j] = __fmaf_rn(w, f[j], 0.f);
+        }
+        dst[i] = detail::pack_bf16x8(f);
+      }
+    }
+    return;
+  }
+  // base is warp-uniform: every lane stays in the loop for the shuffles of take_copy.
+  for (int base = 0; base < vecs_per_row; base += kWarpSize * kReduceUnroll) {
+    float acc[kReduceUnroll][kBf16PerVec];
+#pragma unroll
+    for (int u = 0; u < kReduceUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = 0.f;
+    for (uint64_t m = mask; m != 0;) {
+      int row[kReduceBatch];
+      float w[kReduceBatch];
+#pragma unroll
+      for (int b = 0; b < kReduceBatch; ++b) {
+        row[b] = -1;
+        w[b] = 0.f;
+        if (m != 0) take_copy(m, row_lo, w_lo, row_hi, w_hi, row[b], w[b]);
+      }
+      int4 v[kReduceBatch][kReduceUnroll];
+#pragma unroll
+      for (int b = 0; b < kReduceBatch; ++b)
+#pragma unroll
+        for (int u = 0; u < kReduceUnroll; ++u) {
+          const int i = base + u * kWarpSize + lane;
+          if (row[b] >= 0 && i < vecs_per_row)
+            v[b][u] = detail::ld_stream(rows + static_cast<int64_t>(row[b]) * vecs_per_row + i);
+        }
+#pragma unroll
+      for (int b = 0; b < kReduceBatch; ++b) {
+        if (row[b] < 0) continue;
+#pragma unroll
+        for (int u = 0; u < kReduceUnroll; ++u) {
+          if (base + u * kWarpSize + lane >= vecs_per_row) continue;
+          float f[kBf16PerVec];
+          detail::unpack_bf16x8(v[b][u], f);
+#pragma unroll
+          for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = __fmaf_rn(w[b], f[j], acc[u][j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kReduceUnroll; ++u) {
+      const int i = base + u * kWarpSize + lane;
+      if (i < vecs_per_row) dst[i] = detail::pack_bf16x8(acc[u]);
+    }
+  }
+}
 
 struct SendArgs {
   int rank, num_ranks, num_tokens, vecs_per_row, num_topk, experts_per_rank, max_tokens;
@@ -47,7 +157,7 @@ __device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
 
 // Source `rank`: x[num_tokens][hidden] -> peers[d].recv_x[rank][slot][hidden] for each destination
 // d with token_slot_in_rank[t][d] = slot >= 0, plus the top-k meta in d's local expert numbering.
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kDispatchThreads)
     flex_dispatch_send_kernel(SendArgs a, const int4* __restrict__ x,
                               const int* __restrict__ topk_idx,
                               const float* __restrict__ topk_weights,
@@ -63,6 +173,7 @@ __global__ void __launch_bounds__(kThreads)
     dst_weight[threadIdx.x] = peers[threadIdx.x].recv_topk_weights;
   }
   __syncthreads();
+  constexpr int kWarpsPerBlock = kDispatchThreads / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int warps = gridDim.x * kWarpsPerBlock;
   const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
@@ -93,10 +204,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     // Token row: read once, written once per destination.
     const int4* row = x + static_cast<int64_t>(t) * a.vecs_per_row;
-    for (int base = 0; base < a.vecs_per_row; base += kWarpSize * kUnroll) {
-      int4 v[kUnroll];
+    for (int base = 0; base < a.vecs_per_row; base += kWarpSize * kDispatchUnroll) {
+      int4 v[kDispatchUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kDispatchUnroll; ++u) {
         const int i = base + u * kWarpSize + lane;
         if (i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
       }
@@ -105,7 +216,7 @@ __global__ void __launch_bounds__(kThreads)
         const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
         int4* dst = dst_x[d] + (rank_base + slot) * a.vecs_per_row;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < kDispatchUnroll; ++u) {
           const int i = base + u * kWarpSize + lane;
           if (i < a.vecs_per_row) dst[i] = v[u];
         }
@@ -122,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // Expert rank `rank`: for every received token (src, slot < recv_count[src]) the weighted sum of
 // its local expert outputs goes to peers[src].combine_x[rank][slot][hidden].
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kReduceThreads)
     flex_combine_send_kernel(SendArgs a, const int4* __restrict__ expert_out,
                              const int* __restrict__ permuted_row,
                              const FlexBuffers* __restrict__ peers, FlexBuffers own) {
@@ -137,28 +248,23 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   const int lane = threadIdx.x % kWarpSize;
-  const int warps = gridDim.x * kWarpsPerBlock;
+  const int warps = gridDim.x * kReduceWarps;
   const int total = row_begin[a.num_ranks];
   int src = 0;
-  for (int j = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; j < total; j += warps) {
+  for (int j = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize; j < total; j += warps) {
     while (j >= row_begin[src + 1]) ++src;  // j only grows, so src only moves forward
     const int slot = j - row_begin[src];
     const int64_t recv_row = static_cast<int64_t>(src) * a.max_tokens + slot;
+    // Lane k < num_topk holds copy k (row -1 when that expert lives on another rank).
     int my_row = -1;
     float my_weight = 0.f;
     if (lane < a.num_topk) {
       my_row = permuted_row[recv_row * a.num_topk + lane];
       my_weight = own.recv_topk_weights[recv_row * a.num_topk + lane];
     }
+    const uint64_t mask = __ballot_sync(0xffffffffu, my_row >= 0);
     int4* dst = dst_x[src] + (static_cast<int64_t>(a.rank) * a.max_tokens + slot) * a.vecs_per_row;
-    for (int base = 0; base < a.vecs_per_row; base += kWarpSize) {
-      const int i = base + lane;
-      const bool active = i < a.vecs_per_row;
-      float acc[kBf16PerVec] = {};
-      detail::accumulate_weighted_rows(expert_out, a.vecs_per_row, i, active, my_row, my_weight,
-                                       a.num_topk, acc);
-      if (active) dst[i] = detail::pack_bf16x8(acc);
-    }
+    warp_weighted_row_sum(expert_out, a.vecs_per_row, mask, my_row, my_weight, -1, 0.f, dst);
   }
   if (last_block_done(&own.done_counter[1]) && threadIdx.x < a.num_ranks) {
     __threadfence_system();
@@ -199,31 +305,24 @@ __global__ void __launch_bounds__(kWaitThreads)
 }
 
 // out[t] = sum over ranks d with slot = token_slot_in_rank[t][d] >= 0 of combine_x[d][slot]
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kReduceThreads)
     flex_combine_reduce_kernel(int num_ranks, const int4* __restrict__ combine_x,
                                const int* __restrict__ token_slot_in_rank, int num_tokens,
                                int vecs_per_row, int max_tokens, int4* __restrict__ out) {
   const int lane = threadIdx.x % kWarpSize;
-  const int warps = gridDim.x * kWarpsPerBlock;
-  for (int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; t < num_tokens; t += warps) {
+  const int warps = gridDim.x * kReduceWarps;
+  for (int t = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize; t < num_tokens; t += warps) {
     const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * num_ranks;
     const int slot_lo = lane < num_ranks ? slots[lane] : -1;
     const int slot_hi = lane + kWarpSize < num_ranks ? slots[lane + kWarpSize] : -1;
-    // Lane d (and d + 32) holds the row of rank d's partial in combine_x[d][slot], or -1; summing
-    // them with weight 1 in rank order is the reference's plain sum (fma(1, v, acc) == acc + v).
+    // Copy d is rank d's partial in combine_x[d][slot]; summing them with weight 1 in rank order
+    // is the reference's plain sum (fma(1, v, acc) == acc + v).
     const int row_lo = slot_lo >= 0 ? lane * max_tokens + slot_lo : -1;
     const int row_hi = slot_hi >= 0 ? (lane + kWarpSize) * max_tokens + slot_hi : -1;
-    for (int base = 0; base < vecs_per_row; base += kWarpSize) {
-      const int i = base + lane;
-      const bool active = i < vecs_per_row;
-      float acc[kBf16PerVec] = {};
-      detail::accumulate_weighted_rows(combine_x, vecs_per_row, i, active, row_lo, 1.f,
-                                       min(num_ranks, kWarpSize), acc);
-      if (num_ranks > kWarpSize)
-        detail::accumulate_weighted_rows(combine_x, vecs_per_row, i, active, row_hi, 1.f,
-                                         num_ranks - kWarpSize, acc);
-      if (active) out[static_cast<int64_t>(t) * vecs_per_row + i] = detail::pack_bf16x8(acc);
-    }
+    const uint64_t mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, row_lo >= 0)) |
+                          static_cast<uint64_t>(__ballot_sync(0xffffffffu, row_hi >= 0)) << 32;
+    warp_weighted_row_sum(combine_x, vecs_per_row, mask, row_lo, 1.f, row_hi, 1.f,
+                          out + static_cast<int64_t>(t) * vecs_per_row);
   }
 }
 
@@ -286,7 +385,7 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
                 num_experts / num_ranks,
                 max_tokens_per_rank,
                 seq};
-  flex_dispatch_send_kernel<<<num_sms, kThreads, 0, stream>>>(
+  flex_dispatch_send_kernel<<<num_sms, kDispatchThreads, 0, stream>>>(
       args, reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
       num_tokens_per_rank, peers, own);
   EPO_CUDA_CHECK_LAUNCH();
@@ -321,7 +420,7 @@ void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, i
   detail::require_pointer(permuted_row, kFn, "permuted_row");
   if (num_rows > 0) detail::require_aligned16(expert_out, kFn, "expert_out");
   SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, num_topk, 1, max_tokens_per_rank, seq};
-  flex_combine_send_kernel<<<num_sms, kThreads, 0, stream>>>(
+  flex_combine_send_kernel<<<num_sms, kReduceThreads, 0, stream>>>(
       args, reinterpret_cast<const int4*>(expert_out), permuted_row, peers, own);
   EPO_CUDA_CHECK_LAUNCH();
 }
@@ -355,8 +454,8 @@ void launch_flex_combine_reduce(int num_ranks, const FlexBuffers& own,
   detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
   detail::require_aligned16(out, kFn, "out");
   int grid = num_sms;
-  if (grid == 0) grid = (num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  flex_combine_reduce_kernel<<<grid, kThreads, 0, stream>>>(
+  if (grid == 0) grid = (num_tokens + kReduceWarps - 1) / kReduceWarps;
+  flex_combine_reduce_kernel<<<grid, kReduceThreads, 0, stream>>>(
       num_ranks, reinterpret_cast<const int4*>(own.combine_x), token_slot_in_rank, num_tokens,
       hidden / kBf16PerVec, max_tokens_per_rank, reinterpret_cast<int4*>(out));
   EPO_CUDA_CHECK_LAUNCH();
