@@ -16,10 +16,27 @@ void cuda_check(cudaError_t status, const char* what);
 
 namespace {
 
-__global__ void __launch_bounds__(512)
+// The SM-limited copy of perf_anchors §6/§7: 512 threads per block, each thread loads 8 16-byte
+// vectors before storing them, so a block keeps 64 KB in flight (a grid-stride loop with one
+// vector per step keeps ~8 KB and reached only 145 GB/s to an NVLink peer with 8 blocks where §7's
+// store kernel reached 353). Blocks take 64 KB tiles in turn; the tail is done vector by vector.
+constexpr int kCopyThreads = 512;
+constexpr int kCopyUnroll = 8;
+
+__global__ void __launch_bounds__(kCopyThreads)
     copy_kernel(int4* __restrict__ dst, const int4* __restrict__ src, size_t num_vecs) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < num_vecs;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+  constexpr size_t kTile = static_cast<size_t>(kCopyThreads) * kCopyUnroll;
+  const size_t num_full = num_vecs / kTile;
+  for (size_t tile = blockIdx.x; tile < num_full; tile += gridDim.x) {
+    const size_t base = tile * kTile + threadIdx.x;
+    int4 v[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) v[u] = __ldcs(src + base + u * kCopyThreads);
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) dst[base + u * kCopyThreads] = v[u];
+  }
+  for (size_t i = num_full * kTile + blockIdx.x * static_cast<size_t>(kCopyThreads) + threadIdx.x;
+       i < num_vecs; i += static_cast<size_t>(gridDim.x) * kCopyThreads)
     dst[i] = __ldcs(src + i);
 }
 
@@ -50,7 +67,7 @@ __global__ void fill_bf16_kernel(__nv_bfloat16* ptr, size_t n, uint32_t seed, fl
 }  // namespace
 
 void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cudaStream_t stream) {
-  copy_kernel<<<blocks, 512, 0, stream>>>(static_cast<int4*>(dst), static_cast<const int4*>(src),
+  copy_kernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<int4*>(dst), static_cast<const int4*>(src),
                                           bytes / 16);
   cuda_check(cudaGetLastError(), "copy_kernel");
 }
