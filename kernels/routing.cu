@@ -1,7 +1,11 @@
 // Router: softmax/sigmoid scores, optional selection bias, group-limited top-k (DeepSeek-V3).
-// One warp per token; lane l holds experts l, l+32, l+64, ... in registers, so every reduction is a
-// warp shuffle and nothing touches shared memory.
+// One warp per token; lane l holds the contiguous experts [l*P, l*P + P) in registers (P =
+// kPerLane), loaded as 16-byte vectors. Contiguous experts put a whole group in one lane or in an
+// aligned run of lanes, so a group's top-2 is a local pass plus one or two shuffle rounds for all
+// groups at once, the kept groups come from one rank count, and the top-k is k warp arg-max
+// rounds where only the winning lane rescans its experts. Nothing touches shared memory.
 #include <cfloat>
+#include <climits>
 #include <string>
 
 #include "kernels/check.hpp"
@@ -46,23 +50,59 @@ __device__ __forceinline__ float warp_sum(float value) {
   return value;
 }
 
-// logits[num_tokens][num_experts] -> topk_idx / topk_weights [num_tokens][num_topk]
+// Folds v into the running (first, second) maxima.
+__device__ __forceinline__ void push_top2(float v, float& first, float& second) {
+  if (v > first) {
+    second = first;
+    first = v;
+  } else if (v > second) {
+    second = v;
+  }
+}
+
+// Merges another lane's (first, second) into ours.
+__device__ __forceinline__ void merge_top2(float other_first, float other_second, float& first,
+                                           float& second) {
+  const float new_first = fmaxf(first, other_first);
+  second = fmaxf(fminf(first, other_first), fmaxf(second, other_second));
+  first = new_first;
+}
+
+// logits[num_tokens][num_experts] -> topk_idx / topk_weights [num_tokens][num_topk].
+// lanes_per_group > 0: every group is exactly lanes_per_group lanes (a power of two; group g =
+// lanes [g*L, g*L + L)); 0: groups do not align with lanes (general per-group pass).
 template <int kPerLane>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     routing_kernel(const float* __restrict__ logits, const float* __restrict__ score_bias,
                    int num_tokens, int num_experts, int num_topk, int num_groups, int group_topk,
-                   bool softmax, bool normalize, float scaling_factor, int* __restrict__ topk_idx,
+                   int lanes_per_group, bool vec4, bool softmax, bool normalize,
+                   float scaling_factor, int* __restrict__ topk_idx,
                    float* __restrict__ topk_weights) {
   const int lane = threadIdx.x % kWarpSize;
   const int token = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (token >= num_tokens) return;  // whole warp leaves together
   const float* row = logits + static_cast<int64_t>(token) * num_experts;
+  const int first_expert = lane * kPerLane;
 
   float score[kPerLane], choice[kPerLane];
+  if (kPerLane % 4 == 0 && vec4) {
+    // num_experts % 4 == 0 and 16-byte aligned rows: a vector is wholly inside or past the row.
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    int e = lane + j * kWarpSize;
-    score[j] = e < num_experts ? row[e] : -FLT_MAX;
+    for (int q = 0; q < kPerLane / 4; ++q) {
+      const int e = first_expert + 4 * q;
+      float4 v = make_float4(-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX);
+      if (e < num_experts) v = __ldg(reinterpret_cast<const float4*>(row + e));
+      score[4 * q] = v.x;
+      score[4 * q + 1] = v.y;
+      score[4 * q + 2] = v.z;
+      score[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = first_expert + j;
+      score[j] = e < num_experts ? __ldg(row + e) : -FLT_MAX;
+    }
   }
   if (softmax) {
     float local_max = -FLT_MAX;
@@ -72,8 +112,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     float local_sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
-      int e = lane + j * kWarpSize;
-      score[j] = e < num_experts ? expf(score[j] - max_logit) : 0.f;
+      score[j] = first_expert + j < num_experts ? expf(score[j] - max_logit) : 0.f;
       local_sum += score[j];
     }
     const float sum = warp_sum(local_sum);
@@ -83,84 +122,113 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) score[j] = 1.f / (1.f + expf(-score[j]));
   }
+  if (score_bias != nullptr && first_expert < num_experts) {
+    if (kPerLane % 4 == 0 && vec4) {
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    int e = lane + j * kWarpSize;
-    // Experts past num_experts can never be chosen.
-    choice[j] = e < num_experts ? score[j] + (score_bias ? score_bias[e] : 0.f) : -INFINITY;
-  }
-
-  // Group-limited routing: keep the group_topk groups with the best top-2 sums.
-  unsigned int kept_groups = 0xffffffffu;
-  const int group_size = num_experts / num_groups;
-  if (num_groups > 1) {
-    float my_group_score = -INFINITY;  // lane g ends up holding group g's score
-    for (int g = 0; g < num_groups; ++g) {
-      float first = -INFINITY, second = -INFINITY;
+      for (int q = 0; q < kPerLane / 4; ++q) {
+        const int e = first_expert + 4 * q;
+        float4 b = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (e < num_experts) b = __ldg(reinterpret_cast<const float4*>(score_bias + e));
+        choice[4 * q] = score[4 * q] + b.x;
+        choice[4 * q + 1] = score[4 * q + 1] + b.y;
+        choice[4 * q + 2] = score[4 * q + 2] + b.z;
+        choice[4 * q + 3] = score[4 * q + 3] + b.w;
+      }
+    } else {
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j) {
-        int e = lane + j * kWarpSize;
-        if (e < num_experts && e / group_size == g) {
-          if (choice[j] > first) {
-            second = first;
-            first = choice[j];
-          } else if (choice[j] > second) {
-            second = choice[j];
-          }
-        }
+        const int e = first_expert + j;
+        choice[j] = score[j] + (e < num_experts ? __ldg(score_bias + e) : 0.f);
       }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        float other_first = __shfl_xor_sync(0xffffffffu, first, offset);
-        float other_second = __shfl_xor_sync(0xffffffffu, second, offset);
-        float new_first = fmaxf(first, other_first);
-        second = fmaxf(fminf(first, other_first), fmaxf(second, other_second));
-        first = new_first;
-      }
-      if (lane == g) my_group_score = group_size > 1 ? first + second : first;
     }
-    kept_groups = 0;
-    for (int i = 0; i < group_topk; ++i) {
-      bool open = lane < num_groups && !((kept_groups >> lane) & 1u);
-      float value = open ? my_group_score : -INFINITY;
-      int idx = open ? lane : kWarpSize + lane;
-      warp_argmax(value, idx);
-      kept_groups |= 1u << idx;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) choice[j] = score[j];
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j)  // experts past num_experts can never be chosen
+    if (first_expert + j >= num_experts) choice[j] = -INFINITY;
+
+  // Group-limited routing: keep the group_topk groups with the best top-2 sums.
+  const int group_size = num_experts / num_groups;
+  bool allowed[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) allowed[j] = first_expert + j < num_experts;
+  if (num_groups > 1) {
+    float my_group_score = -INFINITY;  // lane g ends up holding group g's score
+    if (lanes_per_group > 0) {
+      // All of this lane's experts are in group lane / L: local top-2, then the L lanes merge.
+      float first = -INFINITY, second = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) push_top2(choice[j], first, second);
+      for (int offset = lanes_per_group / 2; offset > 0; offset >>= 1)
+        merge_top2(__shfl_xor_sync(0xffffffffu, first, offset),
+                   __shfl_xor_sync(0xffffffffu, second, offset), first, second);
+      const float group_score = group_size > 1 ? first + second : first;
+      my_group_score = __shfl_sync(0xffffffffu, group_score, (lane * lanes_per_group) % kWarpSize);
+    } else {
+      for (int g = 0; g < num_groups; ++g) {
+        float first = -INFINITY, second = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) {
+          const int e = first_expert + j;
+          if (e < num_experts && e / group_size == g) push_top2(choice[j], first, second);
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1)
+          merge_top2(__shfl_xor_sync(0xffffffffu, first, offset),
+                     __shfl_xor_sync(0xffffffffu, second, offset), first, second);
+        if (lane == g) my_group_score = group_size > 1 ? first + second : first;
+      }
+    }
+    // Group g is kept when fewer than group_topk groups rank before it (a strict total order, so
+    // this is the references' repeated arg-max).
+    int rank = 0;
+    for (int g = 0; g < num_groups; ++g) {
+      const float other = __shfl_sync(0xffffffffu, my_group_score, g);
+      rank += better(other, g, my_group_score, lane) ? 1 : 0;
+    }
+    const unsigned int kept_groups =
+        __ballot_sync(0xffffffffu, lane < num_groups && rank < group_topk);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = first_expert + j;
+      const int g = lanes_per_group > 0 ? lane / lanes_per_group : e / group_size;
+      allowed[j] = allowed[j] && ((kept_groups >> (g % kWarpSize)) & 1u);
     }
   }
 
-  bool taken[kPerLane];
+  // This lane's best allowed expert; only the lane whose expert wins a round rescans.
+  float best = -INFINITY, best_score = 0.f;
+  int best_idx = INT_MAX;
+  auto rescan = [&] {
+    best = -INFINITY;
+    best_idx = INT_MAX;
+    best_score = 0.f;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    int e = lane + j * kWarpSize;
-    taken[j] = e >= num_experts || !((kept_groups >> (e / group_size)) & 1u);
-  }
+    for (int j = 0; j < kPerLane; ++j) {
+      if (allowed[j] && better(choice[j], first_expert + j, best, best_idx)) {
+        best = choice[j];
+        best_idx = first_expert + j;
+        best_score = score[j];
+      }
+    }
+  };
+  rescan();
   int my_idx = -1;
   float my_weight = 0.f, sum = 0.f;
   for (int k = 0; k < num_topk; ++k) {
-    float value = -INFINITY;
-    int idx = INT_MAX;
-    float value_score = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      int e = lane + j * kWarpSize;
-      if (!taken[j] && better(choice[j], e, value, idx)) {
-        value = choice[j];
-        idx = e;
-        value_score = score[j];
-      }
-    }
-    const int local_idx = idx;
+    float value = best;
+    int idx = best_idx;
     warp_argmax(value, idx);
-    // The owning lane marks the winner and broadcasts its unbiased score.
-    const int owner = idx % kWarpSize;
+    const int owner = idx / kPerLane;
+    const float winner_score = __shfl_sync(0xffffffffu, best_score, owner);
     if (lane == owner) {
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j)
-        if (lane + j * kWarpSize == idx) taken[j] = true;
+        if (first_expert + j == idx) allowed[j] = false;
+      rescan();
     }
-    const float winner_score =
-        __shfl_sync(0xffffffffu, local_idx == idx ? value_score : 0.f, owner);
     sum += winner_score;  // in k order, as the reference
     if (lane == k) {
       my_idx = idx;
@@ -200,10 +268,21 @@ void launch_routing(const float* logits, const float* score_bias, int num_tokens
   const bool softmax = score_function == ScoreFunction::kSoftmax;
   const dim3 grid((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const dim3 block(kWarpsPerBlock * kWarpSize);
+  const bool aligned = reinterpret_cast<uintptr_t>(logits) % 16 == 0 &&
+                       (score_bias == nullptr || reinterpret_cast<uintptr_t>(score_bias) % 16 == 0);
+  const bool vec4 = aligned && num_experts % 4 == 0;
+  // Lanes per group when groups fall on whole, aligned runs of a power-of-two number of lanes.
+  auto lanes_per_group_for = [&](int per_lane) {
+    const int group_size = num_experts / num_groups;
+    if (group_size % per_lane != 0) return 0;
+    const int lanes = group_size / per_lane;
+    return (lanes & (lanes - 1)) == 0 ? lanes : 0;
+  };
 #define EPO_ROUTING_LAUNCH(kPerLane)                                                          \
   routing_kernel<kPerLane><<<grid, block, 0, stream>>>(                                       \
-      logits, score_bias, num_tokens, num_experts, num_topk, num_groups, group_topk, softmax, \
-      normalize, scaling_factor, topk_idx, topk_weights)
+      logits, score_bias, num_tokens, num_experts, num_topk, num_groups, group_topk,          \
+      lanes_per_group_for(kPerLane), vec4, softmax, normalize, scaling_factor, topk_idx,      \
+      topk_weights)
   if (num_experts <= 64)
     EPO_ROUTING_LAUNCH(2);
   else if (num_experts <= 128)
