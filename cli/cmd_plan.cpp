@@ -91,20 +91,23 @@ std::function<void(long long, long long)> progress_bar() {
   if (!isatty(fileno(stderr))) return {};
   const auto t0 = std::chrono::steady_clock::now();
   auto shown = std::make_shared<bool>(false);
-  return [t0, shown](long long done, long long total) {
+  auto last_pct = std::make_shared<int>(-1);
+  return [t0, shown, last_pct](long long done, long long total) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s < 1.0 && !*shown) return;
     if (done >= total) {
       if (*shown) std::fprintf(stderr, "\r%70s\r", "");
       return;
     }
+    const int pct = total > 0 ? static_cast<int>(100 * done / total) : 0;
+    if (pct == *last_pct) return;
+    *last_pct = pct;
     *shown = true;
     const int width = 40;
     const int fill = total > 0 ? static_cast<int>(width * done / total) : 0;
     std::string bar(static_cast<size_t>(fill), '=');
     bar.resize(width, ' ');
-    std::fprintf(stderr, "\r[%s] %3d%% %lld/%lld", bar.c_str(),
-                 total > 0 ? static_cast<int>(100 * done / total) : 0, done, total);
+    std::fprintf(stderr, "\r[%s] %3d%% %lld/%lld candidates", bar.c_str(), pct, done, total);
     std::fflush(stderr);
   };
 }

@@ -38,17 +38,17 @@ std::string flags(const model::Config& c) {
 std::string format_plan_table(const std::vector<Plan>& plans) {
   std::ostringstream os;
   char line[320];
-  std::snprintf(line, sizeof line, "  %-3s %-36s %-19s %-30s %9s %9s %8s %9s %5s %s\n", "#",
+  std::snprintf(line, sizeof line, "  %-3s %-36s %-19s %-36s %9s %9s %8s %9s %5s %s\n", "#",
                 "layout", "dispatcher", "flags", "step", "exposed", "mem/GPU", "tokens/s", "MFU",
                 "variants");
   os << line;
-  std::snprintf(line, sizeof line, "  %-3s %-36s %-19s %-30s %9s %9s %8s %9s %5s\n", "", "", "",
+  std::snprintf(line, sizeof line, "  %-3s %-36s %-19s %-36s %9s %9s %8s %9s %5s\n", "", "", "",
                 "", "ms", "ms", "GiB", "per GPU", "%");
   os << line;
   int i = 0;
   for (const auto& p : plans) {
     std::string var = p.variants > 0 ? "+" + std::to_string(p.variants) : "";
-    std::snprintf(line, sizeof line, "  %-3d %-36s %-19s %-30s %9.1f %9.1f %8.1f %9.0f %5.1f %s\n",
+    std::snprintf(line, sizeof line, "  %-3d %-36s %-19s %-36s %9.1f %9.1f %8.1f %9.0f %5.1f %s\n",
                   ++i, layout(p.cfg).c_str(), dispatcher(p.cfg).c_str(), flags(p.cfg).c_str(),
                   p.pred.step_time_us / 1e3, p.pred.exposed_comm_us / 1e3,
                   p.pred.memory.total_bytes / (1024.0 * 1024 * 1024), p.pred.tokens_per_s_per_gpu,
