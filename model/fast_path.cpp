@@ -283,7 +283,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
 
   struct RankRun {
     int idx = 0, steps = 0, warmup = 0, total_layers = 0;
-    double end = 0, dp_done = 0, busy_compute = 0, busy_comm = 0, exposed = 0;
+    double end = 0, overlap = 0, dp_done = 0, busy_compute = 0, busy_comm = 0, exposed = 0;
   };
   RankRun runs_small[16];
   std::vector<RankRun> runs_big;
@@ -328,8 +328,12 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
         const int f_sig = ref.f >= 0 ? ws.sig_of[r * V + f.chunk] : -1;
         const int b_sig = ref.b >= 0 ? ws.sig_of[r * V + b.chunk] : -1;
         const Timing& steady = timing(f_sig, b_sig);
+        // A step may begin before the last one ends by as much as both step types overlap
+        // their own kind back to back (lambda - pi); it also waits for its inputs.
+        const double own = std::max(0.0, steady.lambda - steady.pi);
         const double start =
-            run.idx == 0 ? ready : std::max(run.end + steady.pi - steady.lambda, ready);
+            run.idx == 0 ? ready : std::max(run.end - std::min(run.overlap, own), ready);
+        run.overlap = own;
         // The chunk's last backward: its gradients are reduced layer by layer during the step.
         const bool last = cfg.opt.overlap_grad_reduce && ref.b >= 0 && b.microbatch == M - 1;
         const Timing& t = last ? last_timing(f_sig, b_sig, run.total_layers) : steady;
