@@ -158,3 +158,36 @@ TEST_CASE("fast path on hand-built costs: exact for PP=1 without contention", "[
     }
   }
 }
+
+TEST_CASE("fast path within 1% for short steps and few micro-batches", "[fast_path]") {
+  // The tiny preset: one layer per chunk, microsecond ops, so step-to-step transitions and P2P
+  // waits weigh the most.
+  for (int pp : {2, 4}) {
+    for (int vpp : {1, 2}) {
+      for (int m : {1, 2, 4, 8}) {
+        for (bool ov : {false, true}) {
+          Config cfg;
+          cfg.model = load_model_preset("tiny");
+          cfg.hw = load_hardware_preset("h100-sxm");
+          cfg.num_gpus = 8 * pp;
+          cfg.par.pp = pp;
+          cfg.par.vpp = vpp;
+          cfg.par.ep = 8;
+          cfg.par.global_batch_size = 8 * m;
+          cfg.opt.dispatcher = Dispatcher::flex;
+          cfg.opt.flex_backend = FlexBackend::hybridep;
+          cfg.opt.overlap_moe_expert_parallel_comm = ov;
+          cfg.opt.delay_wgrad_compute = ov;
+          cfg.opt.ep_overlap_early_attn_memory_release = ov && m % 2 == 0;
+          if (cfg.model.num_layers < pp * vpp) continue;
+          cfg.derive_and_check();
+          const StepCosts costs = compute_step_costs(cfg);
+          const TimeNs full = simulate(build_pipeline(cfg, ov), cfg, costs).step_ns;
+          const TimeNs fast = fast_step(cfg, costs, ov).step_ns;
+          INFO("pp " << pp << " vpp " << vpp << " M " << m << " overlap " << ov);
+          CHECK(std::fabs(static_cast<double>(fast) / full - 1.0) < 0.01);
+        }
+      }
+    }
+  }
+}
