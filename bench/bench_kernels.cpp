@@ -46,6 +46,10 @@ void add_context(Report& report) {
                  "the same blocks for sms=N rows); GEMM rows: one dense cuBLAS GEMM of the "
                  "same FLOPs; of_bound = bound time / time; copies over 1 GiB are timed "
                  "at 1 GiB and scaled");
+  report.context("launch_floor",
+                 "layouts move < 2 MB and are launch/latency bound (so is the D2D copy of "
+                 "their bytes): rows with param '... /launch' have bound = an empty kernel "
+                 "launch timed the same way in this run (row launch_floor)");
   report.context("flex",
                  "ep8 virtual ranks on one GPU, all sends then all waits on one stream; "
                  "combine includes the source-side reduction");

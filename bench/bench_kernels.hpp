@@ -69,6 +69,9 @@ double copy_bound_us(size_t bytes, cudaStream_t stream, const Timing& timing);
 /// when dst is a peer pointer.
 void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cudaStream_t stream);
 
+/// An empty kernel (1 block of 32 threads): timed like a row, the launch-latency floor.
+void launch_empty_kernel(cudaStream_t stream);
+
 /// Random fp32 / bf16 device data (uniform in [-scale, scale]).
 void fill_random_f32(float* ptr, size_t n, uint32_t seed, float scale, cudaStream_t stream);
 void fill_random_bf16(epo::kernels::bf16* ptr, size_t n, uint32_t seed, float scale,
