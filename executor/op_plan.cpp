@@ -230,6 +230,19 @@ std::vector<int> producers_of(const model::Schedule& s, const std::map<Key, int>
     case OpKind::embedding:
       if (op.dir == B) want.push_back(out_of(0, B));
       break;
+    case OpKind::dp_grad_reduce: {
+      // Reduces the gradients of its layer (every layer when -1): the last micro-batch's
+      // weight-gradient producers must be done (delayed wgrad ops when the schedule has them).
+      int last_mb = -1;
+      for (const auto& [k, i] : idx) last_mb = std::max(last_mb, std::get<2>(k));
+      for (int layer = (l < 0 ? 0 : l); layer <= (l < 0 ? L : l); ++layer)
+        for (auto [kind, wkind] : {std::pair{OpKind::mlp, OpKind::mlp_wgrad},
+                                   std::pair{OpKind::pre_dispatch, OpKind::pre_dispatch_wgrad}}) {
+          const Key w = key(wkind, Direction::wgrad, last_mb, layer);
+          want.push_back(idx.count(w) ? w : key(kind, B, last_mb, layer));
+        }
+      break;
+    }
     default: break;
   }
   std::vector<int> out;

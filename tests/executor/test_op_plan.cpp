@@ -1,5 +1,7 @@
 // The runner's view of a schedule: shapes, slots, and that the schedule's waits deliver every
 // input each op reads (checked against the schedule builder).
+#include <algorithm>
+
 #include "catch.hpp"
 #include "executor/op_plan.hpp"
 #include "executor/run.hpp"
@@ -17,6 +19,10 @@ TEST_CASE("schedules of every option combination are safe for the runner") {
         for (bool ov : {false, true}) {
           const model::Schedule s = model::build_schedule(cfg, 0, ov);
           const int slots = exec::activation_slots(s);
+          // dp = 4: the gradient reduce ops are there and checked against their producers.
+          CHECK(std::count_if(s.ops.begin(), s.ops.end(), [](const model::ScheduleOp& op) {
+                  return op.kind == model::OpKind::dp_grad_reduce;
+                }) > 0);
           INFO("overlap " << overlap << " delay " << delay << " schedule " << ov);
           CHECK(exec::verify_schedule_for_runner(s, slots).empty());
         }

@@ -4,6 +4,7 @@
 #include "executor/run.hpp"
 #include "fixtures.hpp"
 #include "model/error.hpp"
+#include "model/schedule.hpp"
 
 using namespace epo;
 
