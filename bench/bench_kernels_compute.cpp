@@ -66,6 +66,22 @@ std::vector<int64_t> offsets_of(const std::vector<int>& counts) {
   return o;
 }
 
+// Every grouped-GEMM path, with its row-name tag.
+constexpr ek::GroupedGemmAlgo kAlgos[] = {ek::GroupedGemmAlgo::kPerExpertLoop,
+                                          ek::GroupedGemmAlgo::kGroupedBatched,
+                                          ek::GroupedGemmAlgo::kMultiStream};
+const char* algo_name(ek::GroupedGemmAlgo algo) {
+  switch (algo) {
+    case ek::GroupedGemmAlgo::kPerExpertLoop:
+      return "loop";
+    case ek::GroupedGemmAlgo::kGroupedBatched:
+      return "batched";
+    case ek::GroupedGemmAlgo::kMultiStream:
+      return "streams";
+  }
+  return "?";
+}
+
 void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cudaStream_t stream,
                const Timing& timing) {
   const int local = shape.num_experts / num_ranks;
@@ -116,9 +132,10 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
                                          {"skewed", skewed_counts(rows, local)}};
   for (const auto& r : routings) {
     const auto offsets = offsets_of(r.counts);
-    for (auto algo : {ek::GroupedGemmAlgo::kPerExpertLoop, ek::GroupedGemmAlgo::kGroupedBatched}) {
+    for (auto algo : kAlgos) {
       const bool loop = algo == ek::GroupedGemmAlgo::kPerExpertLoop;
-      const std::string op = std::string("gg_fwd_") + (loop ? "loop_" : "batched_") + r.name;
+      const bool streams = algo == ek::GroupedGemmAlgo::kMultiStream;
+      const std::string op = std::string("gg_fwd_") + algo_name(algo) + "_" + r.name;
       try {
         const double t = median_time_us(
             [&] {
@@ -129,7 +146,7 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
             stream, timing);
         const double pct =
             add_row(report, {op, shape.model, param, tokens, t, -1, gflop, dense_fwd});
-        if (loop && std::string(r.name) == "balanced")
+        if ((loop || streams) && std::string(r.name) == "balanced")
           report.goal(op + " " + tag(shape, tokens) + " of dense GEMM", pct, ">=", kGemmGoalPct,
                       "%");
       } catch (const std::exception& e) {
@@ -140,9 +157,8 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
   }
   const auto counts = balanced_counts(rows, local);
   const auto offsets = offsets_of(counts);
-  for (auto algo : {ek::GroupedGemmAlgo::kPerExpertLoop, ek::GroupedGemmAlgo::kGroupedBatched}) {
-    const bool loop = algo == ek::GroupedGemmAlgo::kPerExpertLoop;
-    const std::string suffix = loop ? "loop_balanced" : "batched_balanced";
+  for (auto algo : kAlgos) {
+    const std::string suffix = std::string(algo_name(algo)) + "_balanced";
     try {
       const double t_dgrad = median_time_us(
           [&] {

@@ -157,7 +157,10 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
                bool trans_a, bool trans_b, float alpha, float beta, cudaStream_t stream);
 
 /// How a grouped GEMM is issued. kPerExpertLoop is the default (see grouped_gemm.cu for why).
-enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched };
+/// kMultiStream: the same per-expert GEMMs spread over `stream` and 3 internal side streams (own
+/// cuBLAS handles, math mode copied from `handle`), forked from and joined back into `stream`
+/// with events, so GEMMs that fill only part of the GPU overlap; no workspace.
+enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched, kMultiStream };
 
 /// Bytes of device workspace the kGroupedBatched path needs (3 pointer arrays); 0 for the loop.
 size_t grouped_gemm_workspace_bytes(int num_experts);

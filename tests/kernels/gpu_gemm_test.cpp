@@ -108,7 +108,8 @@ TEST_CASE("grouped GEMMs match the references with ragged and empty experts", "[
   DeviceBuffer<uint16_t> dx_in(x), d_dy(dy), d_w(w);
   DeviceBuffer<char> workspace(grouped_gemm_workspace_bytes(num_experts));
 
-  for (auto algo : {GroupedGemmAlgo::kPerExpertLoop, GroupedGemmAlgo::kGroupedBatched}) {
+  for (auto algo : {GroupedGemmAlgo::kPerExpertLoop, GroupedGemmAlgo::kGroupedBatched,
+                    GroupedGemmAlgo::kMultiStream}) {
     INFO("algo " << static_cast<int>(algo));
     // Rows outside the experts' ranges must stay untouched: prefill both sides the same.
     std::vector<uint16_t> ref_out = random_bf16(rows * n, 30);
