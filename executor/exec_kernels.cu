@@ -105,6 +105,31 @@ __global__ void balanced_routing_kernel(int num_tokens, std::int64_t offset, int
   w[i] = 1.0f / static_cast<float>(num_topk);
 }
 
+__global__ void unpermute_by_rank_kernel(const bf16* y, const int* permuted_row,
+                                         const int* topk_idx, const float* w, int num_topk,
+                                         int hidden, int experts_per_rank, int num_ranks,
+                                         bf16* out) {
+  const std::int64_t t = blockIdx.x;
+  const int* rows = permuted_row + t * num_topk;
+  const int* experts = topk_idx + t * num_topk;
+  const float* weights = w + t * num_topk;
+  for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
+    float total = 0.0f;
+    for (int d = 0; d < num_ranks; ++d) {
+      float acc = 0.0f;
+      bool any = false;
+      for (int k = 0; k < num_topk; ++k) {
+        if (rows[k] < 0 || experts[k] / experts_per_rank != d) continue;
+        acc = __fmaf_rn(weights[k],
+                        __bfloat162float(y[static_cast<std::int64_t>(rows[k]) * hidden + h]), acc);
+        any = true;
+      }
+      if (any) total = __fmaf_rn(1.0f, __bfloat162float(__float2bfloat16(acc)), total);
+    }
+    out[t * hidden + h] = __float2bfloat16(total);
+  }
+}
+
 __global__ void empty_kernel() {}
 
 }  // namespace
@@ -173,6 +198,17 @@ void launch_balanced_routing(int num_tokens, std::int64_t token_offset, int num_
   balanced_routing_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
                             stream>>>(num_tokens, token_offset, num_topk, num_experts, topk_idx,
                                       topk_weights);
+  EPO_CHECK_LAUNCH();
+}
+
+void launch_unpermute_by_rank(const bf16* y, const int* permuted_row, const int* topk_idx,
+                              const float* topk_weights, int num_tokens, int num_topk,
+                              int hidden, int experts_per_rank, int num_ranks, bf16* out,
+                              cudaStream_t stream) {
+  if (num_tokens <= 0) return;
+  unpermute_by_rank_kernel<<<num_tokens, 128, 0, stream>>>(y, permuted_row, topk_idx,
+                                                           topk_weights, num_topk, hidden,
+                                                           experts_per_rank, num_ranks, out);
   EPO_CHECK_LAUNCH();
 }
 

@@ -51,6 +51,16 @@ void launch_gather_scaled(const bf16* x, const int* row_src, const float* row_we
 void launch_row_weights(const int* permuted_row, const float* weights, std::int64_t num_slots,
                         int num_topk, float* row_weight, cudaStream_t stream);
 
+/// The flex combine's arithmetic on one rank holding every expert (the --check reference):
+/// for each token, the weighted copies of the experts of each of `num_ranks` expert-rank blocks
+/// are summed in k order (fp32 fma from 0) and rounded to bf16, then the blocks' partials are
+/// summed in rank order and rounded once; tokens with no copy get zeros. Rows as in
+/// launch_unpermute; topk_idx gives each copy's global expert.
+void launch_unpermute_by_rank(const bf16* y, const int* permuted_row, const int* topk_idx,
+                              const float* topk_weights, int num_tokens, int num_topk,
+                              int hidden, int experts_per_rank, int num_ranks, bf16* out,
+                              cudaStream_t stream);
+
 /// Force-balanced routing: token t (global index token_offset + t) picks experts
 /// (g*topk + k) % num_experts, weights 1/topk. Requires topk <= num_experts.
 void launch_balanced_routing(int num_tokens, std::int64_t token_offset, int num_topk,

@@ -186,7 +186,11 @@ void combine_fwd_post(RankState& rs, int mb, int layer, bool unpermute) {
   SlotLayer& s = rs.slot(mb, layer);
   const int NT = rs.tokens(), H = sh.hidden;
   cudaStream_t st = rs.comm();
-  if (unpermute)
+  const int emulate = rs.setup().emulate_flex_ranks;
+  if (unpermute && emulate > 0)
+    launch_unpermute_by_rank(s.y_recv, s.permuted_row, s.topk_idx, s.topk_w, NT, sh.topk, H,
+                             sh.num_experts / emulate, emulate, s.moe_out, st);
+  else if (unpermute)
     kernels::launch_unpermute(s.y_recv, static_cast<std::int64_t>(NT) * sh.topk, H,
                               s.permuted_row, s.topk_w, NT, sh.topk, s.moe_out, st);
   launch_add(s.h, s.moe_out, rs.weights(layer).mlp_ffn > 0 ? s.s_out : nullptr, s.y,

@@ -87,6 +87,8 @@ struct RankSetup {
   int num_microbatches = 1;
   Transport transport = Transport::local;
   bool keep_outputs = false;  ///< keep every micro-batch's output and input gradient (--check)
+  /// Reference of a flex run: combine with the flex kernels' rounding over this many ranks.
+  int emulate_flex_ranks = 0;
 };
 
 class RankState {

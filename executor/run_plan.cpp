@@ -217,6 +217,7 @@ void check_against_reference(const Plan& p, Shared& shared, RunResult& result) {
   s.num_microbatches = p.sh.num_microbatches;
   s.transport = Transport::local;
   s.keep_outputs = true;
+  if (p.transport == Transport::flex) s.emulate_flex_ranks = p.ranks;
   const model::Schedule& baseline =
       p.cfg.opt.overlap_moe_expert_parallel_comm ? p.other : p.configured;
   s.slots = activation_slots(baseline);
