@@ -226,8 +226,8 @@ void run_compute_rows(Report& report, const Shape& shape, int tokens, int num_ra
   add_row(report, {"launch_floor", shape.model, "empty kernel", tokens, t_floor, -1, -1, -1});
   auto floor_row = [&](const std::string& op, const std::string& param, double time_us,
                        double bytes) {
-    add_row(report, {op, shape.model, param + " /launch", tokens, time_us, bytes / kMB, -1,
-                     t_floor});
+    add_row(report,
+            {op, shape.model, param + " /launch", tokens, time_us, bytes / kMB, -1, t_floor});
   };
   DeviceMem per_expert(sizeof(int) * E), per_rank(sizeof(int) * R),
       in_rank(tokens * static_cast<size_t>(R));

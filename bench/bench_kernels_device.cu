@@ -70,8 +70,8 @@ __global__ void fill_bf16_kernel(__nv_bfloat16* ptr, size_t n, uint32_t seed, fl
 }  // namespace
 
 void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cudaStream_t stream) {
-  copy_kernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<int4*>(dst), static_cast<const int4*>(src),
-                                          bytes / 16);
+  copy_kernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<int4*>(dst),
+                                                   static_cast<const int4*>(src), bytes / 16);
   cuda_check(cudaGetLastError(), "copy_kernel");
 }
 

@@ -390,8 +390,8 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     // spread over two ranks that is several rows read locally per row crossing NVLink.
     const double rows_sent = std::min(w.ranks[0].per_rank_host[1], w.ranks[1].per_rank_host[0]);
     const double local_read_mb =
-        static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) *
-        row_bytes / kMB;
+        static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) * row_bytes /
+        kMB;
     char line[200];
     std::snprintf(line, sizeof line,
                   "combine also reads %.0f MB of local expert rows per GPU (%.1f per row crossing "

@@ -205,20 +205,20 @@ __global__ void __launch_bounds__(kChunkTokens)
 
 // ---- single-kernel layouts on one cluster ------------------------------------------------------
 
-constexpr int kClusterBlocks = 8;  // the portable cluster size: 8 SMs of one GPC, co-scheduled
+constexpr int kClusterBlocks = 8;   // the portable cluster size: 8 SMs of one GPC, co-scheduled
 constexpr int kFusedThreads = 512;  // tokens per sub-chunk, one thread each
 constexpr int kFusedWarps = kFusedThreads / 32;
 constexpr int kFusedMaxBins = 256;
 constexpr int kFusedMaxTokens = 32768;  // at most 8 sub-chunks per block
 
 struct FusedOutputs {
-  int* permuted_row;   // kExpert: [num_tokens][num_topk]
-  int* row_src_token;  // kExpert: [max_rows]
-  int64_t max_rows;
-  int* bin_offsets;  // kExpert: [num_bins + 1], padded to align
-  int align;
-  int* num_per_bin;  // [num_bins]
-  int* slot_in_bin;  // kRank: [num_tokens][num_bins]
+  int* permuted_row = nullptr;   // kExpert: [num_tokens][num_topk]
+  int* row_src_token = nullptr;  // kExpert: [max_rows]
+  int64_t max_rows = 0;
+  int* bin_offsets = nullptr;  // kExpert: [num_bins + 1], padded to align
+  int align = 1;
+  int* num_per_bin = nullptr;  // [num_bins]
+  int* slot_in_bin = nullptr;  // kRank: [num_tokens][num_bins]
 };
 
 template <BinMode kMode>
@@ -292,8 +292,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   // Place, sub-chunk by sub-chunk (token order inside a bin: blocks, sub-chunks, warps, lanes).
   const unsigned int lower_lanes = (1u << lane) - 1u;
   for (int chunk = begin; chunk < end; chunk += kFusedThreads) {
-    for (int i = tid; i < a.num_bins * (kFusedWarps + 1); i += kFusedThreads)
-      (&bits[0][0])[i] = 0;
+    for (int i = tid; i < a.num_bins * (kFusedWarps + 1); i += kFusedThreads) (&bits[0][0])[i] = 0;
     __syncthreads();
     const int t = chunk + tid;
     const bool in_range = t < end;
@@ -380,7 +379,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   for (int i = me * kFusedThreads + threadIdx.x; i < num_experts + num_ranks;
        i += kClusterBlocks * kFusedThreads) {
     int total = 0;
-    for (int r = 0; r < kClusterBlocks; ++r) total += *cluster.map_shared_rank(&shared_counts[i], r);
+    for (int r = 0; r < kClusterBlocks; ++r)
+      total += *cluster.map_shared_rank(&shared_counts[i], r);
     if (i < num_experts)
       num_tokens_per_expert[i] = total;
     else
@@ -527,8 +527,13 @@ void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segmen
   BinArgs args{topk_idx, num_valid_per_segment, segment_len, num_tokens, num_topk, num_experts, 1};
   if (num_tokens <= kFusedMaxTokens && num_experts <= kFusedMaxBins) {
     // One kernel; it also writes -1 into row_src_token (see the file comment).
-    FusedOutputs out{permuted_row, row_src_token, max_rows, expert_offsets, align,
-                     num_tokens_per_expert, nullptr};
+    FusedOutputs out{};
+    out.permuted_row = permuted_row;
+    out.row_src_token = row_src_token;
+    out.max_rows = max_rows;
+    out.bin_offsets = expert_offsets;
+    out.align = align;
+    out.num_per_bin = num_tokens_per_expert;
     fused_bin_kernel<BinMode::kExpert><<<kClusterBlocks, kFusedThreads, 0, stream>>>(args, out);
     EPO_CUDA_CHECK_LAUNCH();
     return;
@@ -577,7 +582,10 @@ void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int n
     detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
   }
   if (num_tokens <= kFusedMaxTokens && num_ranks <= kFusedMaxBins) {
-    FusedOutputs out{nullptr, nullptr, 0, nullptr, 1, num_tokens_per_rank, token_slot_in_rank};
+    FusedOutputs out{};
+    out.align = 1;
+    out.num_per_bin = num_tokens_per_rank;
+    out.slot_in_bin = token_slot_in_rank;
     fused_bin_kernel<BinMode::kRank><<<kClusterBlocks, kFusedThreads, 0, stream>>>(args, out);
     EPO_CUDA_CHECK_LAUNCH();
     return;

@@ -278,11 +278,11 @@ void launch_routing(const float* logits, const float* score_bias, int num_tokens
     const int lanes = group_size / per_lane;
     return (lanes & (lanes - 1)) == 0 ? lanes : 0;
   };
-#define EPO_ROUTING_LAUNCH(kPerLane)                                                          \
-  routing_kernel<kPerLane><<<grid, block, 0, stream>>>(                                       \
-      logits, score_bias, num_tokens, num_experts, num_topk, num_groups, group_topk,          \
-      lanes_per_group_for(kPerLane), vec4, softmax, normalize, scaling_factor, topk_idx,      \
-      topk_weights)
+#define EPO_ROUTING_LAUNCH(kPerLane)                                                            \
+  routing_kernel<kPerLane>                                                                      \
+      <<<grid, block, 0, stream>>>(logits, score_bias, num_tokens, num_experts, num_topk,       \
+                                   num_groups, group_topk, lanes_per_group_for(kPerLane), vec4, \
+                                   softmax, normalize, scaling_factor, topk_idx, topk_weights)
   if (num_experts <= 64)
     EPO_ROUTING_LAUNCH(2);
   else if (num_experts <= 128)

@@ -101,8 +101,8 @@ TEST_CASE("grouped GEMMs match the references with ragged and empty experts", "[
   const int max_count = *std::max_element(counts.begin(), counts.end());
   // Magnitude bounds S of the outputs (zero outside the experts' rows: those must stay untouched).
   std::vector<uint16_t> scale_out(rows * n, 0), scale_dx(rows * k, 0);
-  ref::grouped_gemm_fwd(abs_x.data(), abs_w.data(), scale_out.data(), counts.data(),
-                        offsets.data(), num_experts, n, k);
+  ref::grouped_gemm_fwd(abs_x.data(), abs_w.data(), scale_out.data(), counts.data(), offsets.data(),
+                        num_experts, n, k);
   ref::grouped_gemm_dgrad(abs_dy.data(), abs_w.data(), scale_dx.data(), counts.data(),
                           offsets.data(), num_experts, n, k);
   DeviceBuffer<uint16_t> dx_in(x), d_dy(dy), d_w(w);
@@ -145,8 +145,7 @@ TEST_CASE("grouped GEMMs match the references with ragged and empty experts", "[
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     CHECK(worst_excess_scaled(d_out.download(), ref_out, kOutputRel, scale_out, partial_coef(k)) <=
           0);
-    CHECK(worst_excess_scaled(d_dx.download(), ref_dx, kOutputRel, scale_dx, partial_coef(n)) <=
-          0);
+    CHECK(worst_excess_scaled(d_dx.download(), ref_dx, kOutputRel, scale_dx, partial_coef(n)) <= 0);
   }
 }
 
