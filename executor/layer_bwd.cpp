@@ -63,12 +63,12 @@ void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
     return;
   }
   const Splits& sp = s.splits;
-  const std::int64_t rows = sp.total_recv;
+  const std::int64_t rows = sp.padded_rows, received = sp.total_recv;
   bf16* d_out = s.y_perm;
   if (rs.setup().transport == Transport::flex)
     launch_gather_scaled(rs.flex().bwd.recv_x, s.fx_row_src, s.row_w, rows, H, d_out, st);
   else
-    kernels::launch_permute(s.x_recv, rows, H, s.row_src, rows, d_out, st);
+    kernels::launch_permute(s.x_recv, received, H, s.row_src, rows, d_out, st);
   const auto algo = kernels::GroupedGemmAlgo::kPerExpertLoop;
   kernels::grouped_gemm_dgrad(rs.blas(), d_out, w.w2, s.d_act, sp.loc_rows.data(),
                               sp.loc_off.data(), El, H, F, algo, nullptr, st);
@@ -77,7 +77,7 @@ void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
                               sp.loc_off.data(), El, 2 * F, H, algo, nullptr, st);
   if (with_wgrad) mlp_wgrad(rs, mb, layer);
   if (rs.setup().transport != Transport::flex)
-    kernels::launch_permute(s.d_xperm, rows, H, s.row_dst, rows, s.x_recv, st);
+    kernels::launch_permute(s.d_xperm, rows, H, s.row_dst, received, s.x_recv, st);
 }
 
 void dispatch_bwd_post(RankState& rs, int mb, int layer) {

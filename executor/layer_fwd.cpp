@@ -157,7 +157,7 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
     return;
   }
   const Splits& sp = s.splits;
-  const std::int64_t rows = sp.total_recv;
+  const std::int64_t rows = sp.padded_rows, received = sp.total_recv;
   const int R = rs.setup().num_ranks;
   if (rs.setup().transport == Transport::flex) {
     auto& fx = rs.flex().fwd;
@@ -166,10 +166,10 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
     launch_row_weights(s.fx_permuted_row, fx.recv_topk_weights,
                        static_cast<std::int64_t>(R) * sh.tokens, sh.topk, s.row_w, st);
   } else {
-    kernels::launch_sort_chunks_layout(s.counts_recv, R, El, 1, rs.capacity_rows(),
+    kernels::launch_sort_chunks_layout(s.counts_recv, R, El, kExpertRowAlign, rs.capacity_rows(),
                                        rs.capacity_rows(), s.row_src, s.row_dst, s.loc_offsets,
                                        s.loc_ntpe, st);
-    kernels::launch_permute(s.x_recv, rows, H, s.row_src, rows, s.x_perm, st);
+    kernels::launch_permute(s.x_recv, received, H, s.row_src, rows, s.x_perm, st);
   }
   const auto algo = kernels::GroupedGemmAlgo::kPerExpertLoop;
   kernels::grouped_gemm_fwd(rs.blas(), s.x_perm, w.w1, s.fc1, sp.loc_rows.data(),
@@ -178,7 +178,7 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
   kernels::grouped_gemm_fwd(rs.blas(), s.act, w.w2, s.y_perm, sp.loc_rows.data(),
                             sp.loc_off.data(), El, H, F, algo, nullptr, st);
   if (rs.setup().transport != Transport::flex)
-    kernels::launch_permute(s.y_perm, rows, H, s.row_dst, rows, s.x_recv, st);
+    kernels::launch_permute(s.y_perm, rows, H, s.row_dst, received, s.x_recv, st);
 }
 
 void combine_fwd_post(RankState& rs, int mb, int layer, bool unpermute) {

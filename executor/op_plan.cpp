@@ -99,7 +99,24 @@ RunShape run_shape(const model::Config& cfg) {
   return s;
 }
 
-Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_experts, int rank) {
+namespace {
+
+/// Offsets of segments of `rows` each padded to `align`; returns the padded total.
+std::int64_t padded_offsets(const std::vector<int>& rows, int align,
+                            std::vector<std::int64_t>& off) {
+  off.assign(rows.size(), 0);
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    off[i] = at;
+    at += (static_cast<std::int64_t>(rows[i]) + align - 1) / align * align;
+  }
+  return at;
+}
+
+}  // namespace
+
+Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_experts, int rank,
+                       int align) {
   const int R = num_ranks, E = num_experts, El = E / R;
   EPO_REQUIRE_INPUT(static_cast<int>(counts.size()) == R * E && rank >= 0 && rank < R,
                     "alltoall_splits: counts of ", counts.size(), " entries for ", R, " ranks x ",
@@ -127,21 +144,16 @@ Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_ex
   };
   s.send_off = prefix(s.send_rows);
   s.recv_off = prefix(s.recv_rows);
-  s.loc_off = prefix(s.loc_rows);
+  s.padded_rows = padded_offsets(s.loc_rows, align, s.loc_off);
   for (auto r : s.recv_rows) s.total_recv += r;
   return s;
 }
 
-Splits flex_splits(const std::vector<int>& loc_counts) {
+Splits flex_splits(const std::vector<int>& loc_counts, int align) {
   Splits s;
   s.loc_rows = loc_counts;
-  s.loc_off.assign(loc_counts.size(), 0);
-  std::int64_t at = 0;
-  for (std::size_t i = 0; i < loc_counts.size(); ++i) {
-    s.loc_off[i] = at;
-    at += loc_counts[i];
-  }
-  s.total_recv = at;
+  s.padded_rows = padded_offsets(s.loc_rows, align, s.loc_off);
+  for (int c : loc_counts) s.total_recv += c;
   return s;
 }
 

@@ -40,18 +40,24 @@ struct Splits {
   std::vector<std::int64_t> send_rows, send_off;  ///< per destination rank (source side)
   std::vector<std::int64_t> recv_rows, recv_off;  ///< per source rank (expert side)
   std::vector<int> loc_rows;                      ///< rows per local expert (all sources)
-  std::vector<std::int64_t> loc_off;              ///< row offset per local expert
-  std::int64_t total_recv = 0;
+  std::vector<std::int64_t> loc_off;              ///< padded row offset per local expert
+  std::int64_t total_recv = 0;                    ///< rows received (unpadded)
+  std::int64_t padded_rows = 0;                   ///< expert rows with each segment padded
 };
+
+/// Rows of each expert segment are padded to a multiple of this, so every expert's rows start
+/// at the same alignment on an EP rank and on the single-rank reference (same GEMM kernels).
+constexpr int kExpertRowAlign = 16;
 
 /// Splits of rank `rank` from every rank's token copies per expert, counts[src * E + e]
 /// (experts in contiguous blocks of E / num_ranks per rank). Received rows are ordered
 /// [source][local expert][token], the expert-major rows of the grouped GEMM
-/// [local expert][source][token].
-Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_experts, int rank);
+/// [local expert][source][token], each expert segment padded to a multiple of `align` rows.
+Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_experts, int rank,
+                       int align = 1);
 
 /// Splits of a flex receive: only the local expert rows are known (loc counts per expert).
-Splits flex_splits(const std::vector<int>& loc_counts);
+Splits flex_splits(const std::vector<int>& loc_counts, int align = 1);
 
 /// Activation slots per layer: the most micro-batches whose layer state is alive at once when the
 /// schedule's ops are issued (alive from the first forward op to the last backward/wgrad op).

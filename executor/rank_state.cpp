@@ -35,6 +35,7 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
                              : std::min<std::int64_t>(
                                    all_rows, static_cast<std::int64_t>(
                                                  std::ceil(factor * nt_ * sh_.topk)) + 64);
+  cap_ += static_cast<std::int64_t>(el_) * (kExpertRowAlign - 1);
   int lo = 0, hi = 0;
   EPO_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   compute_ = Stream(lo);
@@ -162,7 +163,9 @@ void RankState::carve(A& a) {
         s.ntpr = a.template take<int>(R);
         s.row_w = a.template take<float>(cap);
         s.fx_permuted_row = a.template take<int>(R * NT * K);
-        s.fx_row_src = a.template take<int>(R * NT * K);
+        s.fx_row_src = a.template take<int>(
+            kernels::alltoall_layout_max_rows(R * NT, static_cast<int>(K), static_cast<int>(El),
+                                              kExpertRowAlign));
         s.layout_ws = a.template take<char>(
             static_cast<std::int64_t>(kernels::layout_workspace_bytes(R * NT, El)) + 256 +
             static_cast<std::int64_t>(kernels::layout_workspace_bytes(NT, R)));

@@ -15,8 +15,8 @@ namespace epo::exec {
 namespace {
 
 void require_capacity(const RankState& rs, const Splits& sp) {
-  if (sp.total_recv <= rs.capacity_rows()) return;
-  throw EPO_RUNTIME_ERROR(where_now(), ": receives ", sp.total_recv,
+  if (sp.padded_rows <= rs.capacity_rows()) return;
+  throw EPO_RUNTIME_ERROR(where_now(), ": receives ", sp.padded_rows,
                           " expert rows but its buffers hold ", rs.capacity_rows(),
                           " (routing more skewed than the buffers allow); lower --skew, use "
                           "--routing uniform or balanced, or run more EP ranks");
@@ -131,7 +131,7 @@ void alltoall_splits_all(Group& g, int mb, int layer) {
       std::copy(row, row + E, counts.begin() + static_cast<std::int64_t>(src) * E);
     }
     SlotLayer& s = rs->slot(mb, layer);
-    s.splits = alltoall_splits(counts, R, E, me);
+    s.splits = alltoall_splits(counts, R, E, me, kExpertRowAlign);
     require_capacity(*rs, s.splits);
     for (int src = 0; src < R; ++src)
       for (int le = 0; le < El; ++le)
@@ -153,7 +153,8 @@ void flex_recv_splits(Group& g, int mb, int layer) {
     EPO_CHECK_CUDA(cudaEventSynchronize(rs->slot(mb, layer).counts_ready->get()));
     check_flex(*rs);
     SlotLayer& s = rs->slot(mb, layer);
-    s.splits = flex_splits(std::vector<int>(s.loc_ntpe_host, s.loc_ntpe_host + rs->local_experts()));
+    s.splits = flex_splits(std::vector<int>(s.loc_ntpe_host, s.loc_ntpe_host + rs->local_experts()),
+                           kExpertRowAlign);
     require_capacity(*rs, s.splits);
   }
 }
@@ -183,7 +184,9 @@ void dispatch_fwd(Group& g, int op_index, int mb, int layer) {
                                          g.flex_timeout_cycles, fx.error, rs->comm());
       const std::int64_t slots = static_cast<std::int64_t>(R) * sh.tokens;
       kernels::launch_alltoall_layout(fx.fwd.recv_topk_idx, fx.fwd.recv_count, sh.tokens,
-                                      static_cast<int>(slots), sh.topk, El, 1, slots * sh.topk,
+                                      static_cast<int>(slots), sh.topk, El, kExpertRowAlign,
+                                      kernels::alltoall_layout_max_rows(slots, sh.topk, El,
+                                                                        kExpertRowAlign),
                                       s.fx_permuted_row, s.fx_row_src, s.loc_offsets, s.loc_ntpe,
                                       s.layout_ws, rs->comm());
       EPO_CHECK_CUDA(cudaMemcpyAsync(s.loc_ntpe_host, s.loc_ntpe, sizeof(int) * El,
@@ -209,7 +212,7 @@ void combine_fwd(Group& g, int op_index, int mb, int layer) {
       const auto& sh = rs->shape();
       FlexState& fx = rs->flex();
       kernels::launch_flex_combine_send(rs->rank(), rs->setup().num_ranks, s.y_perm,
-                                        s.splits.total_recv, s.fx_permuted_row, sh.hidden,
+                                        s.splits.padded_rows, s.fx_permuted_row, sh.hidden,
                                         sh.topk, sh.tokens, fx.peers_fwd, fx.fwd, s.flex_seq_fwd,
                                         g.comm_sms, rs->comm());
     }
@@ -284,7 +287,7 @@ void dispatch_bwd(Group& g, int op_index, int mb, int layer) {
       const auto& sh = rs->shape();
       FlexState& fx = rs->flex();
       kernels::launch_flex_combine_send(rs->rank(), rs->setup().num_ranks, s.d_xperm,
-                                        s.splits.total_recv, s.fx_permuted_row, sh.hidden,
+                                        s.splits.padded_rows, s.fx_permuted_row, sh.hidden,
                                         sh.topk, sh.tokens, fx.peers_bwd, fx.bwd, s.flex_seq_bwd,
                                         g.comm_sms, rs->comm());
     }

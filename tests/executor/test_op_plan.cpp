@@ -78,6 +78,17 @@ TEST_CASE("alltoall splits from per-expert counts") {
   CHECK(s1.loc_rows == std::vector<int>{10, 12});             // expert 2: 3+7, expert 3: 4+8
   CHECK(s1.loc_off == std::vector<std::int64_t>{0, 10});
   CHECK(s1.total_recv == 22);
+  CHECK(s1.padded_rows == 22);
+  // Expert segments padded to 4 rows: 10 -> 12, 12 -> 12.
+  const exec::Splits p = exec::alltoall_splits(counts, 2, 4, 1, 4);
+  CHECK(p.loc_off == std::vector<std::int64_t>{0, 12});
+  CHECK(p.padded_rows == 24);
+  CHECK(p.total_recv == 22);
+  CHECK(p.recv_off == s1.recv_off);  // the exchange itself is not padded
+  const exec::Splits f = exec::flex_splits({3, 0, 5}, 4);
+  CHECK(f.loc_off == std::vector<std::int64_t>{0, 4, 4});
+  CHECK(f.padded_rows == 12);
+  CHECK(f.total_recv == 8);
   CHECK_THROWS_AS(exec::alltoall_splits(counts, 2, 4, 2), Error);
 }
 
