@@ -177,21 +177,33 @@ __global__ void __launch_bounds__(kDispatchThreads)
   const int lane = threadIdx.x % kWarpSize;
   const int warps = gridDim.x * kWarpsPerBlock;
   const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
-  for (int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; t < a.num_tokens;
-       t += warps) {
-    const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * a.num_ranks;
-    const int slot_lo = lane < a.num_ranks ? slots[lane] : -1;
-    const int slot_hi = lane + kWarpSize < a.num_ranks ? slots[lane + kWarpSize] : -1;
+  // Routing of the warp's next token, loaded while the current row streams (a token's metadata
+  // is one dependent round trip; for short rows it would otherwise cost as much as the row).
+  int next_slot_lo = -1, next_slot_hi = -1, next_expert = -1;
+  float next_weight = 0.f;
+  auto fetch = [&](int tt) {
+    next_slot_lo = next_slot_hi = next_expert = -1;
+    next_weight = 0.f;
+    if (tt >= a.num_tokens) return;
+    const int* slots = token_slot_in_rank + static_cast<int64_t>(tt) * a.num_ranks;
+    if (lane < a.num_ranks) next_slot_lo = slots[lane];
+    if (lane + kWarpSize < a.num_ranks) next_slot_hi = slots[lane + kWarpSize];
+    if (lane < a.num_topk) {
+      next_expert = topk_idx[static_cast<int64_t>(tt) * a.num_topk + lane];
+      next_weight = topk_weights[static_cast<int64_t>(tt) * a.num_topk + lane];
+    }
+  };
+  const int first_token = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  fetch(first_token);
+  for (int t = first_token; t < a.num_tokens; t += warps) {
+    const int slot_lo = next_slot_lo, slot_hi = next_slot_hi;
+    // Top-k meta: lane k < num_topk owns copy k.
+    const int expert = next_expert;
+    const float weight = next_weight;
+    fetch(t + warps);
     const uint64_t dest_mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
                                static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0))
                                    << 32;
-    // Top-k meta: lane k < num_topk owns copy k.
-    int expert = -1;
-    float weight = 0.f;
-    if (lane < a.num_topk) {
-      expert = topk_idx[static_cast<int64_t>(t) * a.num_topk + lane];
-      weight = topk_weights[static_cast<int64_t>(t) * a.num_topk + lane];
-    }
     for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
       const int d = __ffsll(static_cast<long long>(m)) - 1;
       const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
@@ -250,18 +262,30 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int lane = threadIdx.x % kWarpSize;
   const int warps = gridDim.x * kReduceWarps;
   const int total = row_begin[a.num_ranks];
-  int src = 0;
-  for (int j = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize; j < total; j += warps) {
-    while (j >= row_begin[src + 1]) ++src;  // j only grows, so src only moves forward
-    const int slot = j - row_begin[src];
-    const int64_t recv_row = static_cast<int64_t>(src) * a.max_tokens + slot;
-    // Lane k < num_topk holds copy k (row -1 when that expert lives on another rank).
-    int my_row = -1;
-    float my_weight = 0.f;
+  // Copies of the warp's next token, loaded while the current one streams. Lane k < num_topk
+  // holds copy k (row -1 when that expert lives on another rank).
+  int next_src = 0, next_row = -1;
+  float next_weight = 0.f;
+  auto fetch = [&](int jj) {
+    next_row = -1;
+    next_weight = 0.f;
+    if (jj >= total) return;
+    while (jj >= row_begin[next_src + 1]) ++next_src;  // jj only grows: next_src moves forward
+    const int64_t recv_row =
+        static_cast<int64_t>(next_src) * a.max_tokens + (jj - row_begin[next_src]);
     if (lane < a.num_topk) {
-      my_row = permuted_row[recv_row * a.num_topk + lane];
-      my_weight = own.recv_topk_weights[recv_row * a.num_topk + lane];
+      next_row = permuted_row[recv_row * a.num_topk + lane];
+      next_weight = own.recv_topk_weights[recv_row * a.num_topk + lane];
     }
+  };
+  const int first_j = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize;
+  fetch(first_j);
+  for (int j = first_j; j < total; j += warps) {
+    const int src = next_src;
+    const int slot = j - row_begin[src];
+    const int my_row = next_row;
+    const float my_weight = next_weight;
+    fetch(j + warps);
     const uint64_t mask = __ballot_sync(0xffffffffu, my_row >= 0);
     int4* dst = dst_x[src] + (static_cast<int64_t>(a.rank) * a.max_tokens + slot) * a.vecs_per_row;
     warp_weighted_row_sum(expert_out, a.vecs_per_row, mask, my_row, my_weight, -1, 0.f, dst);
