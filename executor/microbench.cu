@@ -10,6 +10,7 @@
 #include "executor/gemm.hpp"
 #include "executor/gpu_check.hpp"
 #include "executor/gpu_resources.hpp"
+#include "executor/microbench_detail.hpp"
 #include "kernels/launchers.hpp"
 
 namespace epo::exec {
@@ -218,11 +219,7 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
     samples.push_back({{"bench", "host_sync"}, {"time_us", rt[rt.size() / 2]}});
     tick("host_sync");
   }
-  const std::string why = o.num_gpus < 2 ? "needs >= 2 GPUs (num_gpus = " + std::to_string(o.num_gpus) + ")"
-                                         : "not implemented in this revision (use epo run --gpus N)";
-  unmeasured.push_back("transport nccl: " + why);
-  unmeasured.push_back("transport flex: " + why);
-  unmeasured.push_back("contention nvlink: " + why);
+  detail::bench_multi_gpu(o, bytes, sms, samples, unmeasured);
   return doc;
 }
 

@@ -16,7 +16,10 @@
 //   {"bench":"copy","bytes":..,"sms":..,"time_us":..},                 // SM-limited HBM copy;
 //                                                                      // bytes = payload copied
 //   {"bench":"transport","kind":"local|nccl|flex","ep":..,"bytes_per_rank":..,"sms":..,
-//    "time_us":..},   // one dispatch of bytes_per_rank from every rank (sms = 0 for nccl)
+//    "time_us":..},   // every rank sends bytes_per_rank (split evenly over the ranks) at once:
+//                     // local = SM-limited copy kernels between virtual ranks on one GPU;
+//                     // nccl = ncclAlltoAll (sms 0); flex = the SM-limited peer store kernel
+//                     // over NVLink (the flex data path, without its flags and layouts)
 //   {"bench":"contention","comm_sms":..,"link":"local|nvlink","gemm_alone_us":..,
 //    "comm_alone_us":..,"together_us":..},  // comm kernel launched first on a second stream,
 //                                           // GEMMs on the first (perf_anchors §6-7)
