@@ -155,10 +155,12 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
   for (size_t i = 0; i < runs.size(); ++i) {
     for (size_t j = i + 1; j < runs.size(); ++j) {
       if (keys[i] != keys[j]) continue;
+      const std::string differs = flag_diff(runs[i], runs[j]);
+      if (differs.empty()) continue;  // repeats of one configuration: nothing to rank
       RankPair p;
       p.a = rep.runs[i].label;
       p.b = rep.runs[j].label;
-      p.differs = flag_diff(runs[i], runs[j]);
+      p.differs = differs;
       p.measured_a = runs[i].step_time_us;
       p.measured_b = runs[j].step_time_us;
       p.before_a = step_before[i];

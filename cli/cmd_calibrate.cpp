@@ -2,6 +2,8 @@
 // show the prediction error before and after.
 #include <cstdio>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,16 @@ struct ReportArgs {
   std::vector<std::string> measurements;
 };
 
+/// The command line as typed, for the samples' context block.
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  for (char c : raw) out += c == '\0' ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 std::string today_utc() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -52,8 +64,9 @@ int run_bench(const BenchArgs& a) {
   opt.device = a.device;
   opt.num_gpus = a.gpus;
   opt.git_revision = EPO_GIT_REVISION;
-  opt.command_line = "epo calibrate bench --out " + a.out + (a.quick ? " --quick" : "") +
-                     " --gpus " + std::to_string(a.gpus) + " --device " + std::to_string(a.device);
+  opt.command_line = command_line();
+  if (opt.command_line.empty())
+    opt.command_line = "epo calibrate bench --out " + a.out + (a.quick ? " --quick" : "");
   if (a.quick) {
     // Enough points for every fit (two SM-limited and two bandwidth-limited copies, GEMMs below
     // and above the efficiency knee), in about a third of the time.
@@ -64,10 +77,21 @@ int run_bench(const BenchArgs& a) {
   }
   std::fprintf(stderr, "epo calibrate bench: microbenchmarks on GPU %d (%d GPU(s))%s\n", a.device,
                a.gpus, a.quick ? ", quick" : "");
-  const nlohmann::json samples = exec::run_calibration_benchmarks(
-      opt, [](int done, int total, const std::string& what) {
-        std::fprintf(stderr, "  [%4d/%4d] %s\n", done, total, what.c_str());
-      });
+  nlohmann::json samples;
+  try {
+    samples = exec::run_calibration_benchmarks(opt, [](int done, int total, const std::string& what) {
+      std::fprintf(stderr, "  [%4d/%4d] %s\n", done, total, what.c_str());
+    });
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* sign : {"without CUDA", "cudaErrorNoDevice", "cudaErrorInsufficientDriver",
+                             "no CUDA-capable device"})
+      if (what.find(sign) != std::string::npos)
+        throw EPO_RUNTIME_ERROR("epo calibrate bench: no GPU or no CUDA available here (", what,
+                                "). Run it on a machine with a GPU and a CUDA build of EPO; "
+                                "'epo calibrate fit' and 'epo calibrate report' need no GPU");
+    throw;
+  }
   // Check what we are about to write reads back (the fitters' strict reader).
   const calib::Samples s = calib::samples_from_json(samples, "benchmark output");
   model::write_json_file(a.out, samples);

@@ -1,6 +1,5 @@
 // The committed example samples, fitted on the h200-sxm preset, reproduce the committed example
 // profile (tests/data/example_profile.json, written by `epo calibrate fit` from them).
-#include <cstdlib>
 #include <string>
 
 #include "calibration/profile_fit.hpp"
@@ -11,9 +10,7 @@ using namespace epo::calib;
 
 namespace {
 std::string data(const char* name) {
-  const char* dir = std::getenv("EPO_TEST_DATA");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/" + name;
+  return std::string(EPO_EXAMPLE_DATA_DIR) + "/" + name;
 }
 }  // namespace
 
