@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "executor/context.hpp"
@@ -20,25 +21,35 @@ namespace epo::exec {
 
 namespace {
 
+/// Lines up the GPU threads. A thread that fails calls fail(), and every wait (now or later)
+/// throws instead of blocking on a peer that will never come.
 class Barrier {
  public:
   explicit Barrier(int n) : n_(n) {}
   void wait() {
     std::unique_lock<std::mutex> lock(mu_);
+    if (failed_) throw EPO_RUNTIME_ERROR("another rank failed (see its error)");
     const int gen = gen_;
     if (++count_ == n_) {
       count_ = 0;
       ++gen_;
       cv_.notify_all();
     } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
+      cv_.wait(lock, [&] { return gen != gen_ || failed_; });
+      if (failed_) throw EPO_RUNTIME_ERROR("another rank failed (see its error)");
     }
+  }
+  void fail() {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_ = true;
+    cv_.notify_all();
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   int n_, count_ = 0, gen_ = 0;
+  bool failed_ = false;
 };
 
 struct Plan {
@@ -172,6 +183,7 @@ void run_threads(const Plan& p, Shared& shared) {
             cudaGetLastError();
           }
         RankState rs(p.cfg, p.sh, setup_for(p, r, r));
+        barrier.wait();  // every rank allocated before the collective communicator init
         NcclComm comm(p.ranks, id, r);
         rs.nccl = comm.get();
         Group g;
@@ -191,9 +203,19 @@ void run_threads(const Plan& p, Shared& shared) {
         barrier.wait();  // peers' flex buffers stay alive until everyone is done
       } catch (...) {
         errors[r] = std::current_exception();
+        barrier.fail();
       }
     });
   for (auto& t : threads) t.join();
+  // The first rank's own failure, not a peer's "another rank failed".
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const ::epo::Error& err) {
+      if (std::string(err.what()).find("another rank failed") == std::string::npos) throw;
+    }
+  }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
