@@ -10,6 +10,8 @@
 #include "cli/report_format.hpp"
 #include "model/config_io.hpp"
 #include "model/prediction.hpp"
+#include "model/simulate.hpp"
+#include "model/trace.hpp"
 
 namespace epo::cli {
 
@@ -18,6 +20,9 @@ namespace {
 struct PredictArgs {
   ConfigFlags cfg;
   std::string json_path;
+  std::string trace_path;
+  bool trace_baseline = false;
+  bool fast = false;
 };
 
 nlohmann::json op_json(const model::OpCost& op) {
@@ -128,11 +133,28 @@ void add_predict(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand("predict", "predict step time, exposed communication and memory");
   add_config_flags(*sub, args->cfg);
   sub->add_option("--json", args->json_path, "write the prediction as JSON");
+  sub->add_option("--trace", args->trace_path,
+                  "write the simulated timeline as Chrome trace-event JSON (Perfetto)");
+  sub->add_flag("--trace-baseline", args->trace_baseline,
+                "with --trace: add the non-overlapped baseline as further processes");
+  sub->add_flag("--fast", args->fast, "use the steady-state fast path instead of the simulation");
   sub->callback([args, &run] {
     run = [args] {
       const model::Config cfg = build_config(args->cfg);
-      const model::Prediction p = model::predict(cfg);
+      const model::Prediction p =
+          model::predict(cfg, args->fast ? model::PredictMode::fast : model::PredictMode::full);
       print_prediction(cfg, p);
+      // The timeline: one steady-state layer step per stream, and the trace file.
+      if (!args->fast || !args->trace_path.empty()) {
+        const model::SimResult sim = model::simulate_config(cfg);
+        const std::string ascii = model::ascii_layer_step(sim.schedule, sim.run);
+        if (!ascii.empty()) std::printf("\nTimeline (simulated)\n%s", ascii.c_str());
+        if (!args->trace_path.empty()) {
+          model::write_trace(args->trace_path, sim, args->trace_baseline);
+          std::printf("\ntrace written to %s (%zu ops; open in ui.perfetto.dev)\n",
+                      args->trace_path.c_str(), sim.schedule.num_ops());
+        }
+      }
       if (!args->json_path.empty()) model::write_json_file(args->json_path, prediction_json(cfg, p));
       return 0;
     };
