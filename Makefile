@@ -20,7 +20,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/cli/epo predict
+	./$(BUILD)/cli/epo plan
 
 # GPU tests run only where a GPU answers; multigpu tests only where two or more do.
 test: build
