@@ -63,7 +63,7 @@ TEST_CASE("warm-up micro-batches follow Megatron's get_pp_rank_microbatches", "[
       {8, 4, 256, 0, 38, 39},   // 7*2 + 3*8
       {8, 4, 256, 7, 24, 25},   // 0 + 3*8
       {4, 1, 8, 0, 3, 7},       // plain 1F1B: pp-1; overlap uses the interleaved count 3*2+1
-      {4, 1, 2, 1, 2, 5},       // min(2, M=2); overlap 2*2+1 = 5 capped at 2? no: M*vpp = 2
+      {4, 1, 2, 1, 2, 5},       // plain min(2, M=2) = 2; overlap 2*2+1 = 5, capped at M*vpp = 2
   };
   for (const auto& r : rows) {
     INFO("pp " << r.pp << " vpp " << r.vpp << " M " << r.m << " rank " << r.rank);
