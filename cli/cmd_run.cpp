@@ -98,6 +98,11 @@ int run_command(RunArgs& a) {
                 dispatch_us, dispatch_us > 0 ? bytes / dispatch_us / 1e3 : 0.0,
                 dispatch_us > 0 ? 100.0 * r.raw_alltoall_us / dispatch_us : 0.0);
   }
+  if (r.comm_busy_us > 0)
+    std::printf("communication hidden under computation: %.0f %% (%.1f of %.1f us per rank and "
+                "step exposed)\n",
+                100.0 * (1.0 - r.exposed_comm_us / r.comm_busy_us), r.exposed_comm_us,
+                r.comm_busy_us);
   if (!a.json_path.empty()) model::write_json_file(a.json_path, r.measurement);
   if (!a.trace_path.empty()) model::write_text_file(a.trace_path, r.trace_json);
   if (!r.check.ran) return 0;

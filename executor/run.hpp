@@ -42,6 +42,8 @@ struct RunResult {
   double raw_alltoall_us = 0;  ///< ncclAlltoAll of the dispatch bytes (>= 2 GPUs), else 0
   double raw_alltoall_bytes_per_rank = 0;
   std::vector<std::string> notes;  ///< what the run stood in for or left out
+  double comm_busy_us = 0;     ///< mean per rank and step: union of comm-stream op time
+  double exposed_comm_us = 0;  ///< of which not under compute-stream ops
   CheckResult check;
 };
 

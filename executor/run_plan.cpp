@@ -318,6 +318,9 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   info.overlapped = overlap;
   info.shared_clock = p.virt;
   info.peak_memory_bytes = shared.memory;
+  const ScheduleSummary summary = summarize(shared.records, overlap, p.virt);
+  result.comm_busy_us = summary.comm_busy_us;
+  result.exposed_comm_us = summary.exposed_comm_us;
   result.measurement = measurement_json(context_json(0, options.command_line, options.git_revision),
                                         model::to_json(cfg), info, shared.records);
   // Trace: the last measured step of the configured schedule (pids 0..R-1) and of the baseline
