@@ -203,8 +203,9 @@ Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
   int local = 0;
   for (const auto& t : s.transport) {
     if (t.kind != TransportKind::local) continue;
-    // All ep virtual ranks copy their remote share at once, each holding t.sms SMs (cost_ops.cpp).
-    const double bytes = t.bytes_per_rank * (t.ep - 1);
+    // All ep virtual ranks copy at once, each holding t.sms SMs; the benchmark copies every part,
+    // the rank's own included (executor/microbench.cu), so ep * bytes_per_rank move.
+    const double bytes = t.bytes_per_rank * t.ep;
     const double sms = std::min<double>(hw.num_sms, double(t.ep) * t.sms);
     pts.push_back({bytes, sms, hw.kernel_launch_us, t.time_us});
     f.labels.push_back("local ep=" + std::to_string(t.ep) + " " + bytes_label(t.bytes_per_rank) +

@@ -85,8 +85,6 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
                               "': expected baseline or overlapped");
       if (!known_op(op))
         throw EPO_INPUT_ERROR(where, ": ", o.key_path("op"), " = '", op, "': not an op of the schedule");
-      if (op == "embedding") m.has_embedding = true;
-      if (op == "lm_head_loss") m.has_lm_head = true;
       const std::string key = op + "/" + dir;
       auto& a = schedule == "baseline" ? base_acc[key] : all_acc[key];
       a.sum += end - start;
@@ -138,7 +136,8 @@ model::Config measured_config(const MeasuredRun& m, const model::HardwareProfile
   }
   // The executor runs decoder layers only (no MTP).
   c.model.mtp_num_layers = 0;
-  if (!m.has_embedding && !m.has_lm_head) c.model.vocab_size = 1;
+  // The executor's LM head and embedding are seeded stand-ins, not the model's.
+  c.model.vocab_size = 1;
   c.derive_and_check();
   return c;
 }
@@ -152,19 +151,10 @@ RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfil
     if (op.duration_ns > 0)
       out.op_mean_us[std::string(model::to_string(op.kind)) + "/" + model::to_string(op.dir)] =
           op.duration_us();
-  // What the prediction still holds of the stages that were not executed (a vocabulary of 1 still
-  // launches their kernels), per micro-batch on the compute stream.
-  double unexecuted_us = 0;
-  if (!m.has_embedding) unexecuted_us += p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us();
-  else {
-    out.op_mean_us["embedding/forward"] = p.costs.embedding_fwd.duration_us();
-    out.op_mean_us["embedding/backward"] = p.costs.embedding_bwd.duration_us();
-  }
-  if (!m.has_lm_head) unexecuted_us += p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
-  else {
-    out.op_mean_us["lm_head_loss/forward"] = p.costs.lm_head_fwd.duration_us();
-    out.op_mean_us["lm_head_loss/backward"] = p.costs.lm_head_bwd.duration_us();
-  }
+  // What the prediction still holds of the stand-in stages (a vocabulary of 1 still launches
+  // their kernels), per micro-batch on the compute stream.
+  const double unexecuted_us = p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us() +
+                               p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
   const double removed = unexecuted_us * std::max(1, c.par.num_microbatches());
   out.step_time_us = std::max(0.0, p.step_time_us - removed);
   out.baseline_step_time_us = std::max(0.0, p.baseline_step_time_us - removed);

@@ -1,8 +1,9 @@
 #pragma once
 // A measured run as `epo run --json` writes it ({"schema_version":1,"kind":"measurement",
 // "context","config","run","ops","summary","prediction"}) and the prediction of the same work:
-// the measurement may cover only a few decoder layers (run.layers) and no embedding or LM head,
-// so the configuration predicted is reduced to what was measured.
+// the measurement may cover only a few decoder layers (run.layers), and the executor's embedding
+// and LM head are seeded stand-ins (a filled input, a filled output gradient; see
+// executor/run_plan.cpp), so the configuration predicted is reduced to what was measured.
 #include <map>
 #include <string>
 #include <vector>
@@ -29,8 +30,6 @@ struct MeasuredRun {
   double exposed_comm_us = 0;
   double baseline_exposed_comm_us = 0;
   double peak_memory_bytes = 0;      ///< max over ranks; 0 when not measured
-  bool has_embedding = false;        ///< embedding ops were executed
-  bool has_lm_head = false;          ///< LM head + loss ops were executed
 };
 
 /// Strict reading (unknown top-level, op and summary keys are errors); context, run and prediction
@@ -39,9 +38,9 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
 MeasuredRun load_measurement_file(const std::string& path);
 
 /// The configuration whose prediction describes the measured work, on hardware `hw`: run.layers
-/// decoder layers (dense leading layers capped to them), no MTP layers, and when neither the
-/// embedding nor the LM head was executed a vocabulary of 1 (their cost is removed from the
-/// prediction by predict_measured). Re-derived and checked.
+/// decoder layers (dense leading layers capped to them), no MTP layers, and a vocabulary of 1 (the
+/// LM head and embedding are stand-ins; predict_measured removes what is left of their cost).
+/// Re-derived and checked.
 model::Config measured_config(const MeasuredRun& m, const model::HardwareProfile& hw);
 
 /// Predicted figures of a measured run, named as the measurement's.
@@ -56,7 +55,7 @@ struct RunPrediction {
 };
 
 /// model::predict() of measured_config(m, hw), with the embedding and head time taken out of the
-/// step times when they were not executed.
+/// step times. Per-op predictions cover the decoder layer's ops.
 RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw);
 
 /// Short description of a run for tables: "tiny r4 alltoall ovl+dw seq1024 skewed L2".

@@ -7,10 +7,11 @@
 //    num_experts SwiGLU fc1 products [tokens_per_expert x hidden] x [hidden x 2*ffn].
 //  - copy {bytes,sms,time_us}: a copy kernel holding `sms` SMs moving `bytes` of payload (each byte
 //    read once and written once).
-//  - transport {kind,ep,bytes_per_rank,sms,time_us}: one all-to-all of bytes_per_rank per rank
-//    (the own share, (ep-1)/ep of it leaves the rank, stays); `local` = ep virtual ranks on one GPU
-//    (every rank's copy kernel holding `sms` SMs), `flex` = peer-pointer kernels over NVLink
-//    holding `sms` SMs, `nccl` = ncclAlltoAll over NVLink (sms ignored).
+//  - transport {kind,ep,bytes_per_rank,sms,time_us}: one all-to-all of bytes_per_rank per rank,
+//    bytes_per_rank/ep to each rank; `local` = ep virtual ranks on one GPU, every rank's copy
+//    kernel holding `sms` SMs and copying all ep parts (its own too: ep * bytes_per_rank move);
+//    `flex` = peer store kernels over NVLink holding `sms` SMs and `nccl` = ncclAlltoAll, where
+//    (ep-1)/ep of bytes_per_rank crosses NVLink (sms ignored for nccl).
 //  - contention {comm_sms,link,gemm_alone_us,comm_alone_us,together_us}: GEMMs and a
 //    communication kernel holding comm_sms SMs (launched first) alone and together.
 //  - launch {time_us}: one empty kernel on the GPU timeline; host_sync {time_us}: one

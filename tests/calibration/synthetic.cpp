@@ -64,12 +64,12 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
     const double bytes = 1 << 30;
     s.copy.push_back({bytes, sms, n(bytes / (std::min(sms * t.local_copy_gbps_per_sm, cap) * 1e3) + t.kernel_launch_us)});
   }
-  // Local transport: every one of ep ranks copies (ep-1)/ep of bytes_per_rank at once.
+  // Local transport: every one of ep ranks copies all of its bytes_per_rank at once.
   for (int ep : {2, 4, 8}) {
     const double bpr = 32.0 * (1 << 20);
     const int sms = 8;
     const double bw = std::min(std::min(132, ep * sms) * t.local_copy_gbps_per_sm, cap);
-    s.transport.push_back({TransportKind::local, ep, bpr, sms, n(ep * bpr * (ep - 1.0) / ep / (bw * 1e3) + t.kernel_launch_us)});
+    s.transport.push_back({TransportKind::local, ep, bpr, sms, n(ep * bpr / (bw * 1e3) + t.kernel_launch_us)});
   }
   // NCCL: latency + remote bytes / (nvlink * eff).
   for (double mib : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0})

@@ -57,7 +57,7 @@ for ep in (2, 4, 8):
         bpr = 16 * MIB
         total_sms = min(132, ep * sms)
         bw = min(total_sms * LOCAL_GBPS_PER_SM, HBM_GBPS * HBM_EFF / 2)
-        t = LAUNCH_US + bpr * (ep - 1) / (bw * 1e3)
+        t = LAUNCH_US + bpr * ep / (bw * 1e3)  # every rank copies all its parts
         samples.append({"bench": "transport", "kind": "local", "ep": ep, "bytes_per_rank": bpr,
                         "sms": sms, "time_us": noisy(t)})
 # §7: ncclAlltoAll, 2 ranks, busbw by bytes per rank (t = bytes (n-1)/n / busbw).
