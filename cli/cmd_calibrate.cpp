@@ -85,7 +85,8 @@ int run_bench(const BenchArgs& a) {
   } catch (const Error& e) {
     const std::string what = e.what();
     for (const char* sign : {"without CUDA", "cudaErrorNoDevice", "cudaErrorInsufficientDriver",
-                             "no CUDA-capable device"})
+                             "no CUDA-capable device", "no usable CUDA device",
+                             "driver version is insufficient"})
       if (what.find(sign) != std::string::npos)
         throw EPO_RUNTIME_ERROR("epo calibrate bench: no GPU or no CUDA available here (", what,
                                 "). Run it on a machine with a GPU and a CUDA build of EPO; "
