@@ -54,6 +54,19 @@ __device__ __forceinline__ void st_volatile(int* ptr, int value) {
   *reinterpret_cast<volatile int*>(ptr) = value;
 }
 
+/// Programmatic dependent launch, first thing in a kernel launched with
+/// cudaLaunchAttributeProgrammaticStreamSerialization: waits until the previous kernel of the
+/// stream has completed and its writes are visible (a no-op when launched without the attribute),
+/// then lets the next such kernel start launching, so its launch latency hides behind this one.
+/// Every thread must call it before touching global memory; semantics are those of plain stream
+/// order.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ int warp_sum(int value) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)

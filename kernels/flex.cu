@@ -32,6 +32,15 @@ constexpr int kReduceWarps = kReduceThreads / kWarpSize;
 constexpr int kReduceUnroll = 4;
 constexpr int kReduceBatch = 2;
 constexpr int kSingleUnroll = 8;
+// Combine send: the expert rank reads ~4-10 local rows per row it sends, so its speed is that of
+// its local reads. Loads land in shared memory through cp.async (no registers held while in
+// flight): each warp keeps kCombineStages steps of kCombineUnroll 16-byte vectors per lane in
+// flight, 16 warps x 6 x 2 KB = 192 KB per SM, three times the 64 KB that registers allowed.
+constexpr int kCombineStages = 6;
+constexpr int kCombineUnroll = 4;
+constexpr int kCombineStepVecs = kCombineUnroll * kWarpSize;  // vectors of one warp step
+constexpr size_t kCombineSmemBytes =
+    sizeof(int4) * kReduceWarps * kCombineStages * kCombineStepVecs;
 constexpr int kWaitThreads = kMaxRanks;
 
 // Copy c of a warp's list: lane c % 32 holds it in (row_lo, w_lo) for c < 32 or (row_hi, w_hi).
@@ -135,9 +144,104 @@ __device__ __forceinline__ void warp_weighted_row_sum(const int4* __restrict__ r
   }
 }
 
+__device__ __forceinline__ void cp_async16(int4* smem, const int4* gmem) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most `kPending` of this thread's newest cp.async groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// dst[i] = bf16(sum over the copies c in `mask`, in c order, of w_c * rows[row_c][i]): the same
+// fp32 fused multiply-adds from 0 as warp_weighted_row_sum (one rounding), with the loads staged
+// in shared memory. Lane k holds copy k in (my_row, my_weight) (mask bit k set iff my_row >= 0).
+// The warp walks steps (chunk of kCombineStepVecs vectors, copy) in chunk-major, copy-minor
+// order, issuing step s + kCombineStages - 1 before consuming step s; each lane reads back only
+// what it copied itself, so a thread's own cp.async wait is the only synchronisation needed.
+// `ring` is this warp's kCombineStages * kCombineStepVecs vectors. Every lane must call this.
+__device__ __forceinline__ void warp_staged_row_sum(const int4* __restrict__ rows, int vecs_per_row,
+                                                    uint32_t mask, int my_row, float my_weight,
+                                                    int4* dst, int4* ring) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int num_copies = __popc(mask);
+  if (num_copies == 0) {
+    const int4 zero = make_int4(0, 0, 0, 0);
+    for (int i = lane; i < vecs_per_row; i += kWarpSize) dst[i] = zero;
+    return;
+  }
+  const int num_chunks = (vecs_per_row + kCombineStepVecs - 1) / kCombineStepVecs;
+  const int num_steps = num_chunks * num_copies;
+  // Issue cursor: step `issued`, at chunk issue_chunk; issue_left = copies of that chunk not yet
+  // issued (lowest bit = next copy, so copies go in lane = k order).
+  int issued = 0, issue_chunk = 0;
+  uint32_t issue_left = mask;
+  auto issue = [&] {
+    if (issued < num_steps) {
+      const int row = __shfl_sync(0xffffffffu, my_row, __ffs(issue_left) - 1);
+      const int first = issue_chunk * kCombineStepVecs + lane;
+      const int4* src = rows + static_cast<int64_t>(row) * vecs_per_row + first;
+      int4* buf = ring + (issued % kCombineStages) * kCombineStepVecs + lane;
+#pragma unroll
+      for (int u = 0; u < kCombineUnroll; ++u)
+        if (first + u * kWarpSize < vecs_per_row)
+          cp_async16(buf + u * kWarpSize, src + u * kWarpSize);
+      issue_left &= issue_left - 1;
+      if (issue_left == 0) {
+        issue_left = mask;
+        ++issue_chunk;
+      }
+    }
+    ++issued;
+    cp_async_commit();  // empty groups past the end keep the wait count uniform
+  };
+#pragma unroll 1
+  for (int s = 0; s < kCombineStages - 1; ++s) issue();
+  float acc[kCombineUnroll][kBf16PerVec];
+#pragma unroll
+  for (int u = 0; u < kCombineUnroll; ++u)
+#pragma unroll
+    for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = 0.f;
+  int chunk = 0;
+  uint32_t left = mask;  // copies of this chunk still to add, lowest first
+  for (int s = 0; s < num_steps; ++s) {
+    issue();
+    cp_async_wait<kCombineStages - 1>();  // step s has landed
+    const float w = __shfl_sync(0xffffffffu, my_weight, __ffs(left) - 1);
+    left &= left - 1;
+    const int first = chunk * kCombineStepVecs + lane;
+    const int4* buf = ring + (s % kCombineStages) * kCombineStepVecs + lane;
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      if (first + u * kWarpSize >= vecs_per_row) continue;
+      float f[kBf16PerVec];
+      detail::unpack_bf16x8(buf[u * kWarpSize], f);
+#pragma unroll
+      for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = __fmaf_rn(w, f[j], acc[u][j]);
+    }
+    if (left == 0) {
+#pragma unroll
+      for (int u = 0; u < kCombineUnroll; ++u) {
+        if (first + u * kWarpSize < vecs_per_row)
+          dst[first + u * kWarpSize] = detail::pack_bf16x8(acc[u]);
+#pragma unroll
+        for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = 0.f;
+      }
+      left = mask;
+      ++chunk;
+    }
+  }
+  cp_async_wait<0>();  // only empty groups remain; the ring is free for the next token
+}
+
 struct SendArgs {
   int rank, num_ranks, num_tokens, vecs_per_row, num_topk, experts_per_rank, max_tokens;
   uint64_t seq;
+  int warps_per_token;  // dispatch: warps sharing one token, one class of destinations each
 };
 
 // The last block of a grid to get here sees every other block's writes (fenced before counting).
@@ -157,6 +261,10 @@ __device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
 
 // Source `rank`: x[num_tokens][hidden] -> peers[d].recv_x[rank][slot][hidden] for each destination
 // d with token_slot_in_rank[t][d] = slot >= 0, plus the top-k meta in d's local expert numbering.
+// a.warps_per_token warps take each token, warp j storing only to destinations d with
+// d % warps_per_token == j: with two ranks (the two-GPU case: one local, one NVLink destination)
+// the slow peer stores and the fast local ones run in different warps, so one never waits behind
+// the other (the row is then read twice, once per warp: local reads are not what limits there).
 __global__ void __launch_bounds__(kDispatchThreads)
     flex_dispatch_send_kernel(SendArgs a, const int4* __restrict__ x,
                               const int* __restrict__ topk_idx,
@@ -164,19 +272,27 @@ __global__ void __launch_bounds__(kDispatchThreads)
                               const int* __restrict__ token_slot_in_rank,
                               const int* __restrict__ num_tokens_per_rank,
                               const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+  detail::grid_dependency_wait();
   __shared__ int4* dst_x[kMaxRanks];
   __shared__ int* dst_idx[kMaxRanks];
   __shared__ float* dst_weight[kMaxRanks];
   if (threadIdx.x < a.num_ranks) {
-    dst_x[threadIdx.x] = reinterpret_cast<int4*>(peers[threadIdx.x].recv_x);
-    dst_idx[threadIdx.x] = peers[threadIdx.x].recv_topk_idx;
-    dst_weight[threadIdx.x] = peers[threadIdx.x].recv_topk_weights;
+    // This source's region recv_*[rank] of each destination.
+    const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
+    dst_x[threadIdx.x] =
+        reinterpret_cast<int4*>(peers[threadIdx.x].recv_x) + rank_base * a.vecs_per_row;
+    dst_idx[threadIdx.x] = peers[threadIdx.x].recv_topk_idx + rank_base * a.num_topk;
+    dst_weight[threadIdx.x] = peers[threadIdx.x].recv_topk_weights + rank_base * a.num_topk;
   }
   __syncthreads();
   constexpr int kWarpsPerBlock = kDispatchThreads / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  const int warps = gridDim.x * kWarpsPerBlock;
-  const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
+  const int warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int split = a.warps_per_token;  // divides kWarpsPerBlock
+  const int token_stride = gridDim.x * (kWarpsPerBlock / split);
+  // Destinations this warp stores to: d % split == warp % split (lane d and d + 32 agree, as split
+  // divides 32).
+  const bool my_class = lane % split == warp % split;
   // Routing of the warp's next token, loaded while the current row streams (a token's metadata
   // is one dependent round trip; for short rows it would otherwise cost as much as the row).
   int next_slot_lo = -1, next_slot_hi = -1, next_expert = -1;
@@ -193,46 +309,54 @@ __global__ void __launch_bounds__(kDispatchThreads)
       next_weight = topk_weights[static_cast<int64_t>(tt) * a.num_topk + lane];
     }
   };
-  const int first_token = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  auto load_chunk = [&](const int4* row, int base, int4* v) {
+#pragma unroll
+    for (int u = 0; u < kDispatchUnroll; ++u) {
+      const int i = base + u * kWarpSize + lane;
+      if (i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
+    }
+  };
+  const int first_token = warp / split;
   fetch(first_token);
-  for (int t = first_token; t < a.num_tokens; t += warps) {
+  for (int t = first_token; t < a.num_tokens; t += token_stride) {
     const int slot_lo = next_slot_lo, slot_hi = next_slot_hi;
     // Top-k meta: lane k < num_topk owns copy k.
     const int expert = next_expert;
     const float weight = next_weight;
-    fetch(t + warps);
-    const uint64_t dest_mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
-                               static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0))
-                                   << 32;
+    // The row's first vectors do not depend on the routing: issue them before anything waits on
+    // it (with one token per warp, as at 4096 tokens on all SMs, this hides the routing's latency).
+    const int4* row = x + static_cast<int64_t>(t) * a.vecs_per_row;
+    int4 v[kDispatchUnroll];
+    load_chunk(row, 0, v);
+    const uint64_t dest_mask =
+        static_cast<uint64_t>(__ballot_sync(0xffffffffu, my_class && slot_lo >= 0)) |
+        static_cast<uint64_t>(__ballot_sync(0xffffffffu, my_class && slot_hi >= 0)) << 32;
     for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
       const int d = __ffsll(static_cast<long long>(m)) - 1;
       const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
       if (lane < a.num_topk) {
         const bool local = expert >= 0 && expert / a.experts_per_rank == d;
-        const int64_t at = (rank_base + slot) * a.num_topk + lane;
+        const int64_t at = static_cast<int64_t>(slot) * a.num_topk + lane;
         dst_idx[d][at] = local ? expert % a.experts_per_rank : -1;
         dst_weight[d][at] = weight;
       }
     }
-    // Token row: read once, written once per destination.
-    const int4* row = x + static_cast<int64_t>(t) * a.vecs_per_row;
-    for (int base = 0; base < a.vecs_per_row; base += kWarpSize * kDispatchUnroll) {
-      int4 v[kDispatchUnroll];
-#pragma unroll
-      for (int u = 0; u < kDispatchUnroll; ++u) {
-        const int i = base + u * kWarpSize + lane;
-        if (i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
-      }
+    fetch(t + token_stride);
+    // Token row: read once (per warp), written once per destination.
+    for (int base = 0; dest_mask != 0;) {
       for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
         const int d = __ffsll(static_cast<long long>(m)) - 1;
         const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
-        int4* dst = dst_x[d] + (rank_base + slot) * a.vecs_per_row;
+        int4* dst = dst_x[d] + static_cast<int64_t>(slot) * a.vecs_per_row;
 #pragma unroll
         for (int u = 0; u < kDispatchUnroll; ++u) {
           const int i = base + u * kWarpSize + lane;
           if (i < a.vecs_per_row) dst[i] = v[u];
         }
       }
+      base += kWarpSize * kDispatchUnroll;
+      if (base >= a.vecs_per_row) break;
+      load_chunk(row, base, v);
     }
   }
   if (last_block_done(&own.done_counter[0]) && threadIdx.x < a.num_ranks) {
@@ -249,6 +373,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     flex_combine_send_kernel(SendArgs a, const int4* __restrict__ expert_out,
                              const int* __restrict__ permuted_row,
                              const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+  detail::grid_dependency_wait();
   __shared__ int4* dst_x[kMaxRanks];
   __shared__ int row_begin[kMaxRanks + 1];  // prefix of recv_count over sources
   if (threadIdx.x < a.num_ranks)
@@ -262,6 +387,8 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int lane = threadIdx.x % kWarpSize;
   const int warps = gridDim.x * kReduceWarps;
   const int total = row_begin[a.num_ranks];
+  extern __shared__ int4 combine_ring[];  // kCombineSmemBytes
+  int4* ring = combine_ring + (threadIdx.x / kWarpSize) * kCombineStages * kCombineStepVecs;
   // Copies of the warp's next token, loaded while the current one streams. Lane k < num_topk
   // holds copy k (row -1 when that expert lives on another rank).
   int next_src = 0, next_row = -1;
@@ -286,9 +413,9 @@ __global__ void __launch_bounds__(kReduceThreads)
     const int my_row = next_row;
     const float my_weight = next_weight;
     fetch(j + warps);
-    const uint64_t mask = __ballot_sync(0xffffffffu, my_row >= 0);
+    const uint32_t mask = __ballot_sync(0xffffffffu, my_row >= 0);
     int4* dst = dst_x[src] + (static_cast<int64_t>(a.rank) * a.max_tokens + slot) * a.vecs_per_row;
-    warp_weighted_row_sum(expert_out, a.vecs_per_row, mask, my_row, my_weight, -1, 0.f, dst);
+    warp_staged_row_sum(expert_out, a.vecs_per_row, mask, my_row, my_weight, dst, ring);
   }
   if (last_block_done(&own.done_counter[1]) && threadIdx.x < a.num_ranks) {
     __threadfence_system();
@@ -302,6 +429,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 __global__ void __launch_bounds__(kWaitThreads)
     flex_wait_kernel(const uint64_t* flags, int rank, int num_ranks, uint64_t seq,
                      int64_t timeout_cycles, int what, FlexError* error) {
+  detail::grid_dependency_wait();
   __shared__ int claimed;
   if (threadIdx.x == 0) claimed = 0;
   __syncthreads();
@@ -333,6 +461,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     flex_combine_reduce_kernel(int num_ranks, const int4* __restrict__ combine_x,
                                const int* __restrict__ token_slot_in_rank, int num_tokens,
                                int vecs_per_row, int max_tokens, int4* __restrict__ out) {
+  detail::grid_dependency_wait();
   const int lane = threadIdx.x % kWarpSize;
   const int warps = gridDim.x * kReduceWarps;
   for (int t = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize; t < num_tokens; t += warps) {
@@ -348,6 +477,26 @@ __global__ void __launch_bounds__(kReduceThreads)
     warp_weighted_row_sum(combine_x, vecs_per_row, mask, row_lo, 1.f, row_hi, 1.f,
                           out + static_cast<int64_t>(t) * vecs_per_row);
   }
+}
+
+// Launches with programmatic stream serialization: the kernel's launch overlaps the tail of the
+// previous kernel on the stream; every flex kernel starts with detail::grid_dependency_wait(), so
+// it still sees the previous kernel complete (the sends, waits and reduce of one step follow one
+// another on a stream, each a few microseconds of launch latency otherwise).
+template <typename... Params, typename... Args>
+void launch_chained(void (*kernel)(Params...), int grid, int threads, size_t smem_bytes,
+                    cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
 void check_common(const char* fn, int rank, int num_ranks, int hidden, int max_tokens_per_rank,
@@ -408,11 +557,11 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
                 num_topk,
                 num_experts / num_ranks,
                 max_tokens_per_rank,
-                seq};
-  flex_dispatch_send_kernel<<<num_sms, kDispatchThreads, 0, stream>>>(
-      args, reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
-      num_tokens_per_rank, peers, own);
-  EPO_CUDA_CHECK_LAUNCH();
+                seq,
+                num_ranks == 2 ? 2 : 1};
+  launch_chained(flex_dispatch_send_kernel, num_sms, kDispatchThreads, 0, stream, args,
+                 reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
+                 num_tokens_per_rank, peers, own);
 }
 
 void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
@@ -423,9 +572,9 @@ void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, 
   detail::require(timeout_cycles > 0, kFn, "timeout_cycles must be > 0");
   detail::require_pointer(error, kFn, "error");
   check_flex_error(error);  // a timeout of an earlier step surfaces here at the latest
-  flex_wait_kernel<<<1, kWaitThreads, 0, stream>>>(own.recv_flag, rank, num_ranks, seq,
-                                                   timeout_cycles, 1, error);
-  EPO_CUDA_CHECK_LAUNCH();
+  launch_chained(flex_wait_kernel, 1, kWaitThreads, 0, stream,
+                 static_cast<const uint64_t*>(own.recv_flag), rank, num_ranks, seq, timeout_cycles,
+                 1, error);
 }
 
 void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
@@ -443,10 +592,13 @@ void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, i
   detail::require_pointer(peers, kFn, "peers");
   detail::require_pointer(permuted_row, kFn, "permuted_row");
   if (num_rows > 0) detail::require_aligned16(expert_out, kFn, "expert_out");
-  SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, num_topk, 1, max_tokens_per_rank, seq};
-  flex_combine_send_kernel<<<num_sms, kReduceThreads, 0, stream>>>(
-      args, reinterpret_cast<const int4*>(expert_out), permuted_row, peers, own);
-  EPO_CUDA_CHECK_LAUNCH();
+  SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, num_topk, 1, max_tokens_per_rank, seq, 1};
+  // Above the 48 KB default: opt in (per device, so on every launch; a cheap host call).
+  EPO_CUDA_CHECK(cudaFuncSetAttribute(flex_combine_send_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kCombineSmemBytes)));
+  launch_chained(flex_combine_send_kernel, num_sms, kReduceThreads, kCombineSmemBytes, stream, args,
+                 reinterpret_cast<const int4*>(expert_out), permuted_row, peers, own);
 }
 
 void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
@@ -457,9 +609,9 @@ void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, u
   detail::require(timeout_cycles > 0, kFn, "timeout_cycles must be > 0");
   detail::require_pointer(error, kFn, "error");
   check_flex_error(error);
-  flex_wait_kernel<<<1, kWaitThreads, 0, stream>>>(own.combine_flag, rank, num_ranks, seq,
-                                                   timeout_cycles, 2, error);
-  EPO_CUDA_CHECK_LAUNCH();
+  launch_chained(flex_wait_kernel, 1, kWaitThreads, 0, stream,
+                 static_cast<const uint64_t*>(own.combine_flag), rank, num_ranks, seq,
+                 timeout_cycles, 2, error);
 }
 
 void launch_flex_combine_reduce(int num_ranks, const FlexBuffers& own,
@@ -479,10 +631,9 @@ void launch_flex_combine_reduce(int num_ranks, const FlexBuffers& own,
   detail::require_aligned16(out, kFn, "out");
   int grid = num_sms;
   if (grid == 0) grid = (num_tokens + kReduceWarps - 1) / kReduceWarps;
-  flex_combine_reduce_kernel<<<grid, kReduceThreads, 0, stream>>>(
-      num_ranks, reinterpret_cast<const int4*>(own.combine_x), token_slot_in_rank, num_tokens,
-      hidden / kBf16PerVec, max_tokens_per_rank, reinterpret_cast<int4*>(out));
-  EPO_CUDA_CHECK_LAUNCH();
+  launch_chained(flex_combine_reduce_kernel, grid, kReduceThreads, 0, stream, num_ranks,
+                 reinterpret_cast<const int4*>(own.combine_x), token_slot_in_rank, num_tokens,
+                 hidden / kBf16PerVec, max_tokens_per_rank, reinterpret_cast<int4*>(out));
 }
 
 }  // namespace epo::kernels
