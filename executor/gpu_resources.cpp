@@ -74,7 +74,9 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 PinnedBuffer::PinnedBuffer(std::size_t bytes, bool mapped) : bytes_(bytes) {
   if (bytes == 0) return;
-  EPO_CHECK_CUDA(cudaHostAlloc(&p_, bytes, mapped ? cudaHostAllocMapped : cudaHostAllocDefault));
+  EPO_CHECK_CUDA(cudaHostAlloc(&p_, bytes,
+                               mapped ? cudaHostAllocMapped | cudaHostAllocPortable
+                                      : cudaHostAllocDefault));
 }
 PinnedBuffer::~PinnedBuffer() {
   if (p_) EPO_CUDA_NOTHROW(cudaFreeHost(p_));
