@@ -145,8 +145,14 @@ void fit_bandwidth(Fit& f, const std::vector<BwPoint>& pts, double peak_gbps, do
   });
 }
 
-/// After a refusal in a fit whose parameters are coupled, fits the accepted ones again with the
-/// refused ones held at their base values, so that no accepted value leans on a refused one.
+std::string bytes_label(double bytes) {
+  if (bytes >= 1 << 30) return fmt("%.3gGiB", bytes / (1 << 30));
+  if (bytes >= 1 << 20) return fmt("%.3gMiB", bytes / (1 << 20));
+  return fmt("%.3gKiB", bytes / 1024);
+}
+
+}  // namespace
+
 void refit_accepted(Fit& f, const NonlinearProblem& pb) {
   std::vector<int> free_idx;
   Eigen::VectorXd full(static_cast<Eigen::Index>(f.fields.size()));
@@ -174,14 +180,6 @@ void refit_accepted(Fit& f, const NonlinearProblem& pb) {
   const auto res = levenberg_marquardt(sub, start);
   for (Eigen::Index j = 0; j < n; ++j) f.fields[free_idx[j]].value = res.params(j);
 }
-
-std::string bytes_label(double bytes) {
-  if (bytes >= 1 << 30) return fmt("%.3gGiB", bytes / (1 << 30));
-  if (bytes >= 1 << 20) return fmt("%.3gMiB", bytes / (1 << 20));
-  return fmt("%.3gKiB", bytes / 1024);
-}
-
-}  // namespace
 
 Fit fit_launch(const HardwareProfile& hw, const Samples& s) {
   return fit_mean("launch", "kernel_launch_us", s.launch_us, hw, 1e3);

@@ -55,6 +55,11 @@ Fit fit_flex(const model::HardwareProfile& hw, const Samples& s);
 /// communication kernel holding c SMs = 1 - coeff * c^exp.
 Fit fit_contention(const model::HardwareProfile& hw, const Samples& s, ContentionLink link);
 
+/// After a refusal in a fit whose parameters are coupled (`problem` over all of the fit's fields,
+/// in order), fits the accepted ones again with the refused ones held at their base values, so
+/// that no accepted value leans on a refused one.
+void refit_accepted(Fit& fit, const NonlinearProblem& problem);
+
 /// Sets every accepted field of the fit on the profile.
 void apply_fit(model::HardwareProfile& hw, const Fit& fit);
 

@@ -1,5 +1,6 @@
 #include "calibration/profile_fit.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -76,20 +77,25 @@ std::string pct(double x) {
 }  // namespace
 
 Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs,
-                   const std::string& which, const std::string& field) {
+                   const std::string& which, const std::vector<std::string>& fields) {
   Fit f;
   f.name = "ops." + which;
-  f.model = "measured per-op mean = predicted op duration (model::compute_step_costs) as a function of " + field;
+  f.model = "measured per-op mean = predicted op duration (model::compute_step_costs)";
   f.unit = "us";
   HardwareProfile work = hw;
-  FittedField ff;
-  ff.name = field;
-  ff.base = ff.value = profile_field(work, field);
-  f.fields.push_back(ff);
+  for (const auto& name : fields) {
+    FittedField ff;
+    ff.name = name;
+    ff.base = ff.value = profile_field(work, name);
+    f.fields.push_back(ff);
+  }
+  std::string uses;
+  for (const auto& name : fields) uses += (uses.empty() ? "" : ", ") + name;
+  f.model += " as a function of " + uses;
   std::vector<OpPoint> pts;
   std::set<const MeasuredRun*> used;
   for (const auto& r : runs) {
-    if (which == "comm" && !comm_run_uses(r, field)) continue;
+    if (which == "comm" && !comm_run_uses(r, fields.front())) continue;
     for (const auto& [key, us] : r.op_mean_us) {
       if (us <= 0 || !(which == "compute" ? is_compute_op(key) : is_comm_op(key))) continue;
       const auto slash = key.find('/');
@@ -102,49 +108,80 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     f.measured.push_back(p.measured_us);
   }
   f.source = std::to_string(pts.size()) + " measured op means of " + std::to_string(used.size()) + " runs";
-  const int need = 1 + kExtraPoints;
+  const int need = static_cast<int>(fields.size()) + kExtraPoints;
   if (static_cast<int>(pts.size()) < need) {
-    f.fields[0].refusal = "too few points: " + std::to_string(pts.size()) + " measured " + which +
-                          " op mean(s), need at least " + std::to_string(need);
+    for (auto& ff : f.fields)
+      ff.refusal = "too few points: " + std::to_string(pts.size()) + " measured " + which +
+                   " op mean(s), need at least " + std::to_string(need);
     f.quality.num_points = static_cast<int>(pts.size());
     return f;
   }
-  auto at = [&](double v) {
+  auto at = [&](const Eigen::VectorXd& p) {
     HardwareProfile x = hw;
-    profile_field(x, field) = v;
+    for (size_t k = 0; k < fields.size(); ++k) profile_field(x, fields[k]) = p(static_cast<Eigen::Index>(k));
     return predict_points(x, pts);
   };
-  const bool efficiency = field.find("efficiency") != std::string::npos;
+  const auto n = static_cast<Eigen::Index>(fields.size());
   NonlinearProblem pb;
-  pb.lower = Eigen::VectorXd::Constant(1, efficiency ? 1e-4 : 0.1);
-  pb.upper = Eigen::VectorXd::Constant(1, efficiency ? 10.0 : 1e5);
+  pb.lower.resize(n);
+  pb.upper.resize(n);
+  Eigen::VectorXd base(n);
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const std::string& name = fields[k];
+    const bool efficiency = name.find("efficiency") != std::string::npos;
+    const bool latency = name.find("_us") != std::string::npos;
+    pb.lower(k) = efficiency ? 1e-4 : latency ? 0.0 : 0.1;
+    pb.upper(k) = efficiency ? 10.0 : latency ? 1e3 : 1e5;
+    base(k) = f.fields[k].base;
+  }
   pb.jacobian_step = 1e-3;  // op durations are whole nanoseconds
   pb.residuals = [&](const Eigen::VectorXd& p) {
-    const auto pred = at(p(0));
+    const auto pred = at(p);
     Eigen::VectorXd r(pred.size());
     for (size_t i = 0; i < pred.size(); ++i) r(i) = pred[i] / pts[i].measured_us - 1.0;
     return r;
   };
   // A field the selected ops do not depend on (e.g. copies capped by HBM) cannot be refitted.
-  const auto p0 = at(ff.base), p1 = at(ff.base * 1.1);
-  double sensitivity = 0;
-  for (size_t i = 0; i < p0.size(); ++i)
-    if (p0[i] > 0) sensitivity = std::max(sensitivity, std::abs(p1[i] / p0[i] - 1.0));
-  if (sensitivity < 1e-4) {
-    f.fields[0].refusal = "the measured ops do not depend on it";
-  } else {
-    const auto res = levenberg_marquardt(pb, Eigen::VectorXd::Constant(1, ff.base));
-    f.fields[0].value = res.params(0);
-    char buf[160];
-    if (efficiency && res.params(0) > 1.0) {
-      std::snprintf(buf, sizeof buf, "%.4g > 1: a rate above the datasheet peak", res.params(0));
-      f.fields[0].refusal = buf;
-    } else if (!efficiency && res.params(0) > 1e3) {
-      std::snprintf(buf, sizeof buf, "%.4g GB/s per SM is above the plausible 1000", res.params(0));
-      f.fields[0].refusal = buf;
-    }
+  const auto p0 = at(base);
+  for (Eigen::Index k = 0; k < n; ++k) {
+    Eigen::VectorXd q = base;
+    q(k) = base(k) > 0 ? base(k) * 1.1 : 1.0;
+    const auto p1 = at(q);
+    double sensitivity = 0;
+    for (size_t i = 0; i < p0.size(); ++i)
+      if (p0[i] > 0) sensitivity = std::max(sensitivity, std::abs(p1[i] / p0[i] - 1.0));
+    if (sensitivity < 1e-4) f.fields[k].refusal = "the measured ops do not depend on it";
   }
-  f.fitted = at(f.fields[0].accepted() ? f.fields[0].value : f.fields[0].base);
+  bool any = false;
+  for (const auto& ff : f.fields) any = any || ff.accepted();
+  if (any) {
+    // Fit the fields the ops depend on, the others held at their base values.
+    for (auto& ff : f.fields) ff.value = ff.base;
+    refit_accepted(f, pb);
+    if (std::all_of(f.fields.begin(), f.fields.end(), [](const FittedField& x) { return x.accepted(); })) {
+      const auto res = levenberg_marquardt(pb, base);
+      for (Eigen::Index k = 0; k < n; ++k) f.fields[k].value = res.params(k);
+    }
+    char buf[160];
+    for (auto& ff : f.fields) {
+      if (!ff.accepted()) continue;
+      if (ff.name.find("efficiency") != std::string::npos && ff.value > 1.0) {
+        std::snprintf(buf, sizeof buf, "%.4g > 1: a rate above the datasheet peak", ff.value);
+        ff.refusal = buf;
+      } else if (ff.name.find("per_sm") != std::string::npos && ff.value > 1e3) {
+        std::snprintf(buf, sizeof buf, "%.4g GB/s per SM is above the plausible 1000", ff.value);
+        ff.refusal = buf;
+      } else if (ff.name == "kernel_launch_us" && ff.value > 100) {
+        std::snprintf(buf, sizeof buf, "%.4g us per kernel is above the plausible 100", ff.value);
+        ff.refusal = buf;
+      }
+    }
+    refit_accepted(f, pb);
+  }
+  Eigen::VectorXd final_p(n);
+  for (Eigen::Index k = 0; k < n; ++k)
+    final_p(k) = f.fields[k].accepted() ? f.fields[k].value : f.fields[k].base;
+  f.fitted = at(final_p);
   f.quality = fit_quality(f.measured, f.fitted);
   return f;
 }
@@ -167,11 +204,13 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   run_fit(fit_contention(hw, samples, ContentionLink::local));
   run_fit(fit_contention(hw, samples, ContentionLink::nvlink));
   if (!runs.empty()) {
-    run_fit(refine_on_runs(hw, runs, "compute", "gemm_efficiency"));
+    // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
+    // more than an empty kernel back to back).
+    run_fit(refine_on_runs(hw, runs, "compute", {"gemm_efficiency", "kernel_launch_us"}));
     for (const char* field : {"local_copy_gbps_per_sm", "comm_gbps_per_sm", "nccl_efficiency"}) {
       bool any = false;
       for (const auto& r : runs) any = any || comm_run_uses(r, field);
-      if (any) run_fit(refine_on_runs(hw, runs, "comm", field));
+      if (any) run_fit(refine_on_runs(hw, runs, "comm", {field}));
     }
   }
 

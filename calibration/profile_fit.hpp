@@ -18,13 +18,13 @@ struct ProfileFit {
   std::vector<Fit> fits;
 };
 
-/// Refits one rate of the profile on the measured per-op means of `runs`: the field's value that
-/// best predicts the ops selected (relative least squares through model::compute_step_costs).
-/// `which` is "compute" (gemm_efficiency on compute-stream ops) or "comm" (dispatch/combine:
-/// local_copy_gbps_per_sm for virtual ranks, comm_gbps_per_sm for flex, nccl_efficiency for
-/// alltoall over NCCL; runs of other kinds are left out).
+/// Refits rates of the profile on the measured per-op means of `runs`: the values of `fields`
+/// that best predict the ops selected (relative least squares through model::compute_step_costs).
+/// `which` is "compute" (compute-stream ops) or "comm" (dispatch/combine; fields[0] selects the
+/// runs: local_copy_gbps_per_sm for virtual ranks, comm_gbps_per_sm for flex and nccl_efficiency
+/// for alltoall over GPUs). A field the ops do not depend on is refused.
 Fit refine_on_runs(const model::HardwareProfile& hw, const std::vector<MeasuredRun>& runs,
-                   const std::string& which, const std::string& field);
+                   const std::string& which, const std::vector<std::string>& fields);
 
 /// Fits the profile. `date` goes into the provenance (e.g. "2026-11-29"); the profile's name is
 /// the base's with "-calibrated" appended.

@@ -1,6 +1,7 @@
 // Measured runs: strict reading, and the configuration predicted for them describes the work
 // that was measured (run.layers decoder layers, no embedding/head when they were not executed).
 #include "calibration/measurement.hpp"
+#include "calibration/profile_fit.hpp"
 #include "catch.hpp"
 #include "measured_fixture.hpp"
 #include "model/config_io.hpp"
@@ -88,4 +89,27 @@ TEST_CASE("run_label names the varied settings") {
   CHECK(l.find("ovl") != std::string::npos);
   CHECK(l.find("seq2048") != std::string::npos);
   CHECK(l.find("L2") != std::string::npos);
+}
+
+TEST_CASE("refine_on_runs recovers the GEMM rate and kernel cost the op means were made with") {
+  auto truth = epo::model::load_hardware_preset("h200-sxm");
+  truth.gemm_efficiency = 0.66;
+  truth.kernel_launch_us = 6.5;
+  std::vector<MeasuredRun> runs;
+  for (int seq : {1024, 4096})
+    for (bool overlap : {false, true}) {
+      MeasuredRun m = measurement_from_json(
+          test::hand_made_measurement(overlap, seq, 1000, 1000, 0, 1e9, {{"mlp/forward", 1.0}}), "m.json");
+      m.op_mean_us.clear();
+      for (const auto& [key, us] : predict_measured(m, truth).op_mean_us) m.op_mean_us[key] = us;
+      runs.push_back(m);
+    }
+  const auto start = epo::model::load_hardware_preset("h200-sxm");
+  const Fit f = refine_on_runs(start, runs, "compute", {"gemm_efficiency", "kernel_launch_us"});
+  REQUIRE(f.fields.size() == 2);
+  REQUIRE(f.fields[0].accepted());
+  REQUIRE(f.fields[1].accepted());
+  CHECK(f.fields[0].value == Approx(0.66).epsilon(0.01));
+  CHECK(f.fields[1].value == Approx(6.5).epsilon(0.01));
+  CHECK(f.quality.rel_rms < 0.005);
 }
