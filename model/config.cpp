@@ -98,9 +98,11 @@ void Config::derive_and_check() {
     EPO_REQUIRE_INPUT(par.ep == 1, "ep = ", par.ep, " but the model has no experts (allowed: 1)");
   }
   const int chunks = par.pp * par.vpp;
-  EPO_REQUIRE_INPUT(model.num_layers % chunks == 0, "pp*vpp = ", par.pp, "*", par.vpp, " = ",
-                    chunks, " does not divide the model's ", model.num_layers,
-                    " layers (allowed: a divisor of ", model.num_layers, ")");
+  // Megatron splits layers unevenly across virtual stages when asked (first/last stage layer
+  // counts); every stage needs at least one layer.
+  EPO_REQUIRE_INPUT(model.num_layers >= chunks, "pp*vpp = ", par.pp, "*", par.vpp, " = ", chunks,
+                    " exceeds the model's ", model.num_layers,
+                    " layers (allowed: at most one virtual stage per layer)");
   EPO_REQUIRE_INPUT(par.vpp == 1 || par.pp > 1, "vpp = ", par.vpp,
                     " needs pp > 1 (allowed: vpp = 1 when pp = 1)");
   EPO_REQUIRE_INPUT(model.num_attention_heads % par.tp == 0, "tp = ", par.tp,
@@ -143,6 +145,9 @@ int Config::ep_num_domains() const {
   return (par.ep + per - 1) / per;
 }
 
-int Config::layers_per_chunk() const { return model.num_layers / (par.pp * par.vpp); }
+int Config::layers_per_chunk() const {
+  const int chunks = par.pp * par.vpp;
+  return (model.num_layers + chunks - 1) / chunks;
+}
 
 }  // namespace epo::model

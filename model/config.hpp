@@ -96,7 +96,7 @@ struct Config {
   int ep_ranks_per_nvlink_domain() const;
   /// EP ranks per node-level group (number of distinct NVLink domains the EP group spans).
   int ep_num_domains() const;
-  /// Layers held by one (pipeline rank, virtual stage) chunk.
+  /// Layers held by the largest (pipeline rank, virtual stage) chunk (uneven splits round up).
   int layers_per_chunk() const;
 };
 

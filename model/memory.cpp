@@ -87,7 +87,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double microbatches_in_flight
     mb.optimizer_bytes = 12.0 * total_params;
 
   // Activations: layers of one chunk x chunk-micro-batches alive at the peak.
-  const int layers_stage = m.num_layers / p.pp;
+  const int layers_stage = cfg.layers_per_chunk() * p.vpp;  // the fullest stage
   const int dense_stage = std::min(m.first_k_dense_layers, layers_stage);
   const double act_moe = layer_activation_bytes(cfg, m.num_experts > 0);
   const double act_dense = layer_activation_bytes(cfg, false);
@@ -112,7 +112,8 @@ MemoryBreakdown estimate_memory(const Config& cfg, double microbatches_in_flight
   const auto s = detail::make_shapes(cfg);
   const double h = m.hidden_size;
   if (o.overlap_moe_expert_parallel_comm && m.num_experts > 0) {
-    mb.overlap_extra_bytes = act_moe;
+    // The schedule-derived count already holds the other micro-batch's extra layer.
+    mb.overlap_extra_bytes = microbatches_in_flight < 0 ? act_moe : 0.0;
     if (o.dispatcher == Dispatcher::flex) {
       double keep = s.moe_tokens * h * 2;
       if (o.flex_backend == FlexBackend::hybridep) keep += s.recv_pairs * h * 2;

@@ -52,7 +52,7 @@ TEST_CASE("bad input: one-line error naming the field, exit code 2, no output fi
       {"predict --hardware tpu", "unknown hardware"},
       {"predict --gpus 16 --tp 3", "does not divide gpus"},
       {"predict --model tiny --gpus 4 --ep 3", "ep"},
-      {"predict --model qwen3-30b-a3b --gpus 20 --pp 5 --ep 4 --gbs 40", "layers"},
+      {"predict --model qwen3-30b-a3b --gpus 20 --pp 5 --vpp 10 --ep 4 --gbs 40", "layers"},
       {"predict --dispatcher deepep", "allgather|alltoall|flex"},
       {"predict --cdmc 0", "1..32"},
       {"predict --gbs 100", "multiple"},

@@ -105,8 +105,9 @@ TEST_CASE("layouts that do not divide are rejected with the field and the value"
   CHECK(msg.find("ep = 3") != std::string::npos);
   CHECK(code == 2);
   c = test::tiny_config(4);
-  c.par.pp = 3;
-  c.num_gpus = 12;
+  c.par.pp = 4;  // 4 stages x 2 virtual stages = 8 chunks for 4 layers
+  c.par.vpp = 2;
+  c.num_gpus = 16;
   c.par.global_batch_size = 0;
   msg = error_of([&] { c.derive_and_check(); });
   CHECK(msg.find("layers") != std::string::npos);
