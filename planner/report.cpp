@@ -66,9 +66,13 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
      << to_string(spec.ctx.frontend) << ", Megatron " << to_string(spec.ctx.megatron) << ", TE "
      << to_string(spec.ctx.te) << ")\n";
   char line[256];
+  long long rejected = 0;
+  for (const auto& kv : r.rejected) rejected += kv.second;
   std::snprintf(line, sizeof line,
-                "searched %lld candidates in %.2f s: %lld evaluated, %lld feasible, %lld rejected\n",
-                r.generated, r.seconds, r.evaluated, r.feasible, r.generated - r.feasible);
+                "searched %lld candidates in %.2f s: %lld rejected by rules or memory, %lld "
+                "predicted (%lld feasible), %lld skipped by bounds (could not make the top %d, "
+                "the Pareto front or a reference)\n",
+                r.generated, r.seconds, rejected, r.evaluated, r.feasible, r.skipped, spec.top_n);
   os << line;
   if (r.top.empty()) return os.str();
   os << "\nTop " << r.top.size() << " by tokens/s per GPU (variants: same prediction with other "

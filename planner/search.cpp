@@ -4,13 +4,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <queue>
 #include <cmath>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "model/error.hpp"
+#include "model/fast_path.hpp"
 #include "model/memory.hpp"
+#include "model/schedule.hpp"
 #include "planner/search.hpp"
 
 namespace epo::planner {
@@ -29,6 +33,7 @@ struct WorkerOut {
   std::vector<Summary> feasible;
   std::unordered_map<std::string, long long> rejected;
   long long evaluated = 0;
+  long long skipped = 0;
 };
 
 /// The first rule error (id) of the configuration, or nullptr.
@@ -38,8 +43,9 @@ const Rule* first_error(const Config& cfg, const ValidationContext& ctx) {
   return nullptr;
 }
 
-void run_worker(const SearchSpec& spec, const std::vector<Candidate>& cands,
-                std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
+/// Exhaustive mode: predict every candidate, then apply the filters.
+void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
+                    std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
   constexpr long long kChunk = 256;
   Config work = spec.base;
   const long long n = static_cast<long long>(cands.size());
@@ -52,27 +58,17 @@ void run_worker(const SearchSpec& spec, const std::vector<Candidate>& cands,
       model::Prediction pred;
       std::string model_error;
       bool have_pred = false;
-      auto evaluate = [&] {
-        try {
-          pred = model::predict(work, model::PredictMode::fast);
-          have_pred = true;
-        } catch (const std::exception& e) {
-          model_error = std::string("model: ") + e.what();
-        }
-        ++out.evaluated;
-      };
-      // Exhaustive: predict everything first; the verdicts below are the same either way.
-      if (spec.exhaustive) evaluate();
+      try {
+        pred = model::predict(work, model::PredictMode::fast);
+        have_pred = true;
+      } catch (const std::exception& e) {
+        model_error = std::string("model: ") + e.what();
+      }
+      ++out.evaluated;
       if (const Rule* r = first_error(work, spec.ctx)) {
         ++out.rejected[r->id];
         continue;
       }
-      // The memory model is an order of magnitude cheaper than a prediction.
-      if (!spec.exhaustive && !model::estimate_memory(work).fits) {
-        ++out.rejected["memory"];
-        continue;
-      }
-      if (!spec.exhaustive) evaluate();
       if (!have_pred) {
         ++out.rejected[model_error];
         continue;
@@ -83,6 +79,163 @@ void run_worker(const SearchSpec& spec, const std::vector<Candidate>& cands,
       }
       out.feasible.push_back(
           {i, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+    }
+    done.fetch_add(end - begin);
+  }
+}
+
+/// A candidate that passed the cheap filters, with bounds on what the model can predict for it.
+struct Bounded {
+  long long idx;
+  double step_lb_us;   ///< no prediction can be faster
+  double mem_lb_bytes; ///< no prediction needs less
+  bool reference;      ///< alltoall without overlap: always evaluated (the reference plans)
+  int group;           ///< 0 alltoall, 1 flex (the "other dispatcher" groups)
+};
+
+/// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
+/// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower
+/// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
+/// lower bound of the predicted memory.
+double in_flight_lower_bound(const Config& cfg) {
+  const int v = cfg.par.vpp;
+  const auto stage_layers = model::layers_per_virtual_stage(cfg.model.num_layers, cfg.par.pp, v);
+  int total = 0;
+  for (int chunk = 0; chunk < v; ++chunk) {
+    const auto c = model::chunk_shape(cfg, stage_layers, 0, chunk);
+    total += c.num_layers + (c.mtp ? 1 : 0);
+  }
+  const double per_chunk = static_cast<double>(std::max(1, total)) / v;
+  return model::activation_peak_layers_fast(cfg, 0, cfg.opt.overlap_moe_expert_parallel_comm) /
+         per_chunk;
+}
+
+/// Lower bound of the step time: the compute stream of the first pipeline rank runs, one after
+/// the other, the forward, backward and weight-gradient compute of every micro-batch through its
+/// layers (contention only makes them longer). Uneven pipeline splits take up to one layer off
+/// each end of a stage; the 0.9 factor leaves room for rounding in the model's evaluation.
+double step_lower_bound_us(const Config& cfg, const model::StepCosts& sc) {
+  auto compute_ns = [](const model::LayerCosts& l) {
+    double t = 0;
+    for (const auto& op : l.ops)
+      if (op.stream == model::StreamKind::compute) t += static_cast<double>(op.duration_ns);
+    return t;
+  };
+  const auto& m = cfg.model;
+  double per_layer = compute_ns(m.num_experts > 0 ? sc.moe_layer : sc.dense_layer);
+  if (m.first_k_dense_layers > 0) per_layer = std::min(per_layer, compute_ns(sc.dense_layer));
+  const int layers = std::max(0, m.num_layers / cfg.par.pp - 2 * cfg.par.vpp);
+  const double m_count = std::max(1, cfg.par.num_microbatches());
+  return 0.9 * m_count * layers * per_layer / 1000.0;
+}
+
+/// Fast mode, phase 1: rules, memory lower bound, step-time lower bound.
+void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
+                 std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out,
+                 std::vector<Bounded>& passed) {
+  constexpr long long kChunk = 512;
+  Config work = spec.base;
+  const long long n = static_cast<long long>(cands.size());
+  for (;;) {
+    const long long begin = cursor.fetch_add(kChunk);
+    if (begin >= n) break;
+    const long long end = std::min(n, begin + kChunk);
+    for (long long i = begin; i < end; ++i) {
+      const Candidate& c = cands[static_cast<size_t>(i)];
+      apply_candidate(work, c);
+      if (const Rule* r = first_error(work, spec.ctx)) {
+        ++out.rejected[r->id];
+        continue;
+      }
+      const auto mem = model::estimate_memory(work, in_flight_lower_bound(work));
+      if (!mem.fits) {
+        ++out.rejected["memory"];
+        continue;
+      }
+      double lb = 0;
+      try {
+        lb = step_lower_bound_us(work, model::compute_step_costs(work));
+      } catch (const std::exception&) {
+        lb = 0;  // the prediction will say what is wrong
+      }
+      const bool ref = c.dispatcher != static_cast<std::uint8_t>(Dispatcher::flex) && !c.overlap;
+      passed.push_back({i, lb, mem.total_bytes, ref,
+                        c.dispatcher == static_cast<std::uint8_t>(Dispatcher::flex) ? 1 : 0});
+    }
+    done.fetch_add(end - begin);
+  }
+}
+
+/// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is
+/// skipped (it can enter neither the top N, nor the Pareto front, nor a reference).
+class Incumbents {
+ public:
+  explicit Incumbents(size_t keep) : keep_(keep) {}
+  bool can_skip(const Bounded& b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (b.reference || best_.size() < keep_ || best_.top() >= b.step_lb_us) return false;
+    if (!(group_best_[b.group] < b.step_lb_us)) return false;
+    for (const auto& [step, mem] : front_)
+      if (step < b.step_lb_us && mem < b.mem_lb_bytes) return true;
+    return false;
+  }
+  void add(const Bounded& b, double step_us, double mem_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    best_.push(step_us);
+    if (best_.size() > keep_) best_.pop();
+    group_best_[b.group] = std::min(group_best_[b.group], step_us);
+    for (const auto& [s, m] : front_)
+      if (s <= step_us && m <= mem_bytes) return;
+    front_.erase(std::remove_if(front_.begin(), front_.end(),
+                                [&](const std::pair<double, double>& p) {
+                                  return p.first >= step_us && p.second >= mem_bytes;
+                                }),
+                 front_.end());
+    front_.emplace_back(step_us, mem_bytes);
+  }
+
+ private:
+  std::mutex mu_;
+  size_t keep_;
+  std::priority_queue<double> best_;  ///< the `keep_` smallest step times
+  double group_best_[2] = {1e300, 1e300};
+  std::vector<std::pair<double, double>> front_;
+};
+
+/// Fast mode, phase 2: predictions in order of the step-time bound, skipping what cannot matter.
+void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,
+                  const std::vector<Bounded>& order, Incumbents& inc,
+                  std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
+  constexpr long long kChunk = 8;
+  Config work = spec.base;
+  const long long n = static_cast<long long>(order.size());
+  for (;;) {
+    const long long begin = cursor.fetch_add(kChunk);
+    if (begin >= n) break;
+    const long long end = std::min(n, begin + kChunk);
+    for (long long k = begin; k < end; ++k) {
+      const Bounded& b = order[static_cast<size_t>(k)];
+      if (inc.can_skip(b)) {
+        ++out.skipped;
+        continue;
+      }
+      apply_candidate(work, cands[static_cast<size_t>(b.idx)]);
+      model::Prediction pred;
+      try {
+        pred = model::predict(work, model::PredictMode::fast);
+      } catch (const std::exception& e) {
+        ++out.evaluated;
+        ++out.rejected[std::string("model: ") + e.what()];
+        continue;
+      }
+      ++out.evaluated;
+      if (!pred.memory.fits) {
+        ++out.rejected["memory"];
+        continue;
+      }
+      inc.add(b, pred.step_time_us, pred.memory.total_bytes);
+      out.feasible.push_back(
+          {b.idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
     }
     done.fetch_add(end - begin);
   }
@@ -116,24 +269,45 @@ SearchResult search(const SearchSpec& spec) {
   res.generated = static_cast<long long>(cands.size());
   int threads = spec.threads > 0 ? spec.threads
                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<long long>(threads, std::max<long long>(1, res.generated / 512)));
-  std::vector<WorkerOut> outs(static_cast<size_t>(threads));
+  threads = static_cast<int>(std::min<long long>(threads, std::max<long long>(1, res.generated / 64)));
   std::atomic<long long> cursor{0}, done{0};
-  std::vector<std::thread> pool;
+  std::vector<WorkerOut> outs(static_cast<size_t>(threads));
   // With a progress callback the calling thread only reports; otherwise it works too.
   const bool report = static_cast<bool>(spec.progress);
-  for (int t = report ? 0 : 1; t < threads; ++t)
-    pool.emplace_back(run_worker, std::cref(spec), std::cref(cands), std::ref(cursor),
-                      std::ref(done), std::ref(outs[static_cast<size_t>(t)]));
-  if (report) {
-    while (done.load() < res.generated) {
-      spec.progress(done.load(), res.generated);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto run_pool = [&](long long total, const std::function<void(WorkerOut&)>& work) {
+    std::vector<std::thread> pool;
+    for (int t = report ? 0 : 1; t < threads; ++t)
+      pool.emplace_back([&work, &outs, t] { work(outs[static_cast<size_t>(t)]); });
+    if (report) {
+      while (done.load() < total) {
+        spec.progress(done.load(), res.generated);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    } else {
+      work(outs[0]);
     }
+    for (auto& th : pool) th.join();
+  };
+  if (spec.exhaustive) {
+    run_pool(res.generated, [&](WorkerOut& o) { run_exhaustive(spec, cands, cursor, done, o); });
   } else {
-    run_worker(spec, cands, cursor, done, outs[0]);
+    // Phase 1 (cheap, everything): rules and bounds. Phase 2: predictions in bound order.
+    std::vector<std::vector<Bounded>> passed(static_cast<size_t>(threads));
+    run_pool(res.generated, [&](WorkerOut& o) {
+      run_filters(spec, cands, cursor, done, o, passed[static_cast<size_t>(&o - outs.data())]);
+    });
+    std::vector<Bounded> order;
+    for (auto& v : passed) order.insert(order.end(), v.begin(), v.end());
+    std::sort(order.begin(), order.end(), [](const Bounded& a, const Bounded& b) {
+      return a.step_lb_us != b.step_lb_us ? a.step_lb_us < b.step_lb_us : a.idx < b.idx;
+    });
+    // Enough incumbents that the top N survives folding variants (at most 8 per group).
+    Incumbents inc(8 * static_cast<size_t>(std::max(1, spec.top_n)));
+    cursor = 0;
+    done = res.generated - static_cast<long long>(order.size());
+    run_pool(res.generated,
+             [&](WorkerOut& o) { run_evaluate(spec, cands, order, inc, cursor, done, o); });
   }
-  for (auto& th : pool) th.join();
   if (spec.progress) spec.progress(res.generated, res.generated);
 
   std::vector<Summary> feas;
@@ -142,6 +316,7 @@ SearchResult search(const SearchSpec& spec) {
     feas.insert(feas.end(), o.feasible.begin(), o.feasible.end());
     for (const auto& [k, v] : o.rejected) rejected[k] += v;
     res.evaluated += o.evaluated;
+    res.skipped += o.skipped;
   }
   res.feasible = static_cast<long long>(feas.size());
   res.rejected.assign(rejected.begin(), rejected.end());

@@ -61,7 +61,10 @@ struct SearchResult {
   std::vector<std::pair<std::string, long long>> rejected;  ///< reason -> count, most first
   long long generated = 0;     ///< candidates generated
   long long evaluated = 0;     ///< predictions made
-  long long feasible = 0;      ///< candidates passing every filter
+  long long feasible = 0;      ///< evaluated candidates passing every filter
+  /// Candidates not evaluated because their step-time and memory bounds show they can enter
+  /// neither the top N, nor the Pareto front, nor a reference plan (fast mode only).
+  long long skipped = 0;
   double seconds = 0;
   bool has_alltoall_no_overlap = false;
   Plan best_alltoall_no_overlap;  ///< the reference "no overlap" plan
