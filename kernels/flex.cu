@@ -39,6 +39,7 @@ constexpr int kSingleUnroll = 8;
 constexpr int kCombineStages = 6;
 constexpr int kCombineUnroll = 4;
 constexpr int kCombineStepVecs = kCombineUnroll * kWarpSize;  // vectors of one warp step
+static_assert(kCombineStages == 6, "the combine's cp.async wait switch lists 0..5 pending groups");
 constexpr size_t kCombineSmemBytes =
     sizeof(int4) * kReduceWarps * kCombineStages * kCombineStepVecs;
 constexpr int kWaitThreads = kMaxRanks;
@@ -155,87 +156,6 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
-// dst[i] = bf16(sum over the copies c in `mask`, in c order, of w_c * rows[row_c][i]): the same
-// fp32 fused multiply-adds from 0 as warp_weighted_row_sum (one rounding), with the loads staged
-// in shared memory. Lane k holds copy k in (my_row, my_weight) (mask bit k set iff my_row >= 0).
-// The warp walks steps (chunk of kCombineStepVecs vectors, copy) in chunk-major, copy-minor
-// order, issuing step s + kCombineStages - 1 before consuming step s; each lane reads back only
-// what it copied itself, so a thread's own cp.async wait is the only synchronisation needed.
-// `ring` is this warp's kCombineStages * kCombineStepVecs vectors. Every lane must call this.
-__device__ __forceinline__ void warp_staged_row_sum(const int4* __restrict__ rows, int vecs_per_row,
-                                                    uint32_t mask, int my_row, float my_weight,
-                                                    int4* dst, int4* ring) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int num_copies = __popc(mask);
-  if (num_copies == 0) {
-    const int4 zero = make_int4(0, 0, 0, 0);
-    for (int i = lane; i < vecs_per_row; i += kWarpSize) dst[i] = zero;
-    return;
-  }
-  const int num_chunks = (vecs_per_row + kCombineStepVecs - 1) / kCombineStepVecs;
-  const int num_steps = num_chunks * num_copies;
-  // Issue cursor: step `issued`, at chunk issue_chunk; issue_left = copies of that chunk not yet
-  // issued (lowest bit = next copy, so copies go in lane = k order).
-  int issued = 0, issue_chunk = 0;
-  uint32_t issue_left = mask;
-  auto issue = [&] {
-    if (issued < num_steps) {
-      const int row = __shfl_sync(0xffffffffu, my_row, __ffs(issue_left) - 1);
-      const int first = issue_chunk * kCombineStepVecs + lane;
-      const int4* src = rows + static_cast<int64_t>(row) * vecs_per_row + first;
-      int4* buf = ring + (issued % kCombineStages) * kCombineStepVecs + lane;
-#pragma unroll
-      for (int u = 0; u < kCombineUnroll; ++u)
-        if (first + u * kWarpSize < vecs_per_row)
-          cp_async16(buf + u * kWarpSize, src + u * kWarpSize);
-      issue_left &= issue_left - 1;
-      if (issue_left == 0) {
-        issue_left = mask;
-        ++issue_chunk;
-      }
-    }
-    ++issued;
-    cp_async_commit();  // empty groups past the end keep the wait count uniform
-  };
-#pragma unroll 1
-  for (int s = 0; s < kCombineStages - 1; ++s) issue();
-  float acc[kCombineUnroll][kBf16PerVec];
-#pragma unroll
-  for (int u = 0; u < kCombineUnroll; ++u)
-#pragma unroll
-    for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = 0.f;
-  int chunk = 0;
-  uint32_t left = mask;  // copies of this chunk still to add, lowest first
-  for (int s = 0; s < num_steps; ++s) {
-    issue();
-    cp_async_wait<kCombineStages - 1>();  // step s has landed
-    const float w = __shfl_sync(0xffffffffu, my_weight, __ffs(left) - 1);
-    left &= left - 1;
-    const int first = chunk * kCombineStepVecs + lane;
-    const int4* buf = ring + (s % kCombineStages) * kCombineStepVecs + lane;
-#pragma unroll
-    for (int u = 0; u < kCombineUnroll; ++u) {
-      if (first + u * kWarpSize >= vecs_per_row) continue;
-      float f[kBf16PerVec];
-      detail::unpack_bf16x8(buf[u * kWarpSize], f);
-#pragma unroll
-      for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = __fmaf_rn(w, f[j], acc[u][j]);
-    }
-    if (left == 0) {
-#pragma unroll
-      for (int u = 0; u < kCombineUnroll; ++u) {
-        if (first + u * kWarpSize < vecs_per_row)
-          dst[first + u * kWarpSize] = detail::pack_bf16x8(acc[u]);
-#pragma unroll
-        for (int j = 0; j < kBf16PerVec; ++j) acc[u][j] = 0.f;
-      }
-      left = mask;
-      ++chunk;
-    }
-  }
-  cp_async_wait<0>();  // only empty groups remain; the ring is free for the next token
 }
 
 struct SendArgs {
@@ -405,18 +325,158 @@ __global__ void __launch_bounds__(kReduceThreads)
       next_weight = own.recv_topk_weights[recv_row * a.num_topk + lane];
     }
   };
+  // The warp's tokens j = first_j, first_j + warps, ... form one stream of steps (token, chunk of
+  // kCombineStepVecs vectors, copy), chunk-major and copy-minor inside a token (lowest lane = copy
+  // k first: the references' order). Loads run up to kCombineStages steps ahead of the arithmetic
+  // and across token boundaries, so the pipeline does not drain between tokens. Two tokens are in
+  // the window: `cur` (being summed) and `nxt` (its loads may start early); the routing of the
+  // token after them is fetched meanwhile. Each lane reads back only the vectors it copied
+  // itself, so its own cp.async waits are the only synchronisation.
+  const int num_chunks = (a.vecs_per_row + kCombineStepVecs - 1) / kCombineStepVecs;
   const int first_j = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize;
   fetch(first_j);
-  for (int j = first_j; j < total; j += warps) {
-    const int src = next_src;
-    const int slot = j - row_begin[src];
-    const int my_row = next_row;
-    const float my_weight = next_weight;
-    fetch(j + warps);
-    const uint32_t mask = __ballot_sync(0xffffffffu, my_row >= 0);
-    int4* dst = dst_x[src] + (static_cast<int64_t>(a.rank) * a.max_tokens + slot) * a.vecs_per_row;
-    warp_staged_row_sum(expert_out, a.vecs_per_row, mask, my_row, my_weight, dst, ring);
+  int cur_j = first_j, cur_src = next_src, cur_row = next_row;
+  float cur_weight = next_weight;
+  fetch(first_j + warps);
+  int nxt_j = first_j + warps, nxt_src = next_src, nxt_row = next_row;
+  float nxt_weight = next_weight;
+  fetch(first_j + 2 * warps);
+  uint32_t cur_mask = __ballot_sync(0xffffffffu, cur_row >= 0);
+  uint32_t nxt_mask = __ballot_sync(0xffffffffu, nxt_row >= 0);
+  // Issue cursor: on cur (0), on nxt (1) or done until the window moves (2); issue_chunk and
+  // issue_left (copies of that chunk still to issue, lowest first) locate it in its token.
+  int issue_on = 0, issue_chunk = 0;
+  uint32_t issue_left = cur_mask;
+  int issued = 0, consumed = 0;  // steps of the stream so far (step g uses ring slot g % stages)
+  auto issue_one = [&]() -> bool {
+    for (;;) {
+      if (issue_on == 2) return false;
+      const bool on_cur = issue_on == 0;
+      const uint32_t m = on_cur ? cur_mask : nxt_mask;
+      if ((on_cur ? cur_j : nxt_j) >= total) {  // tokens come in order: the stream ends here
+        issue_on = 2;
+        return false;
+      }
+      if (m == 0 || issue_chunk >= num_chunks) {  // this token is fully issued
+        if (on_cur) {
+          issue_on = 1;
+          issue_chunk = 0;
+          issue_left = nxt_mask;
+          continue;
+        }
+        issue_on = 2;
+        return false;
+      }
+      const int row = __shfl_sync(0xffffffffu, on_cur ? cur_row : nxt_row, __ffs(issue_left) - 1);
+      const int first = issue_chunk * kCombineStepVecs + lane;
+      const int4* src = expert_out + static_cast<int64_t>(row) * a.vecs_per_row + first;
+      int4* buf = ring + (issued % kCombineStages) * kCombineStepVecs + lane;
+#pragma unroll
+      for (int u = 0; u < kCombineUnroll; ++u)
+        if (first + u * kWarpSize < a.vecs_per_row)
+          cp_async16(buf + u * kWarpSize, src + u * kWarpSize);
+      cp_async_commit();
+      issue_left &= issue_left - 1;
+      if (issue_left == 0) {
+        issue_left = m;
+        ++issue_chunk;
+      }
+      ++issued;
+      return true;
+    }
+  };
+  // cur is done: nxt becomes cur, the prefetched token becomes nxt.
+  auto shift = [&] {
+    cur_j = nxt_j;
+    cur_src = nxt_src;
+    cur_row = nxt_row;
+    cur_weight = nxt_weight;
+    cur_mask = nxt_mask;
+    nxt_j = cur_j + warps;
+    nxt_src = next_src;
+    nxt_row = next_row;
+    nxt_weight = next_weight;
+    nxt_mask = __ballot_sync(0xffffffffu, nxt_row >= 0);
+    fetch(nxt_j + warps);
+    if (issue_on == 0) {  // cur had nothing to issue (no local copy): start on the new cur
+      issue_chunk = 0;
+      issue_left = cur_mask;
+    } else if (issue_on == 1) {
+      issue_on = 0;
+    } else {  // the new cur is fully issued: go on with the new nxt
+      issue_on = 1;
+      issue_chunk = 0;
+      issue_left = nxt_mask;
+    }
+  };
+  float acc[kCombineUnroll][kBf16PerVec];
+#pragma unroll
+  for (int u = 0; u < kCombineUnroll; ++u)
+#pragma unroll
+    for (int k = 0; k < kBf16PerVec; ++k) acc[u][k] = 0.f;
+  int chunk = 0;
+  uint32_t left = cur_mask;  // copies of cur's chunk still to add, lowest first
+  while (cur_j < total) {
+    int4* dst = dst_x[cur_src] +
+                (static_cast<int64_t>(a.rank) * a.max_tokens + (cur_j - row_begin[cur_src])) *
+                    a.vecs_per_row;
+    if (cur_mask == 0) {  // no local copy: the partial is zero
+      for (int i = lane; i < a.vecs_per_row; i += kWarpSize) dst[i] = make_int4(0, 0, 0, 0);
+      shift();
+      left = cur_mask;
+      continue;
+    }
+    while (issued - consumed < kCombineStages && issue_one()) {
+    }
+    // Step `consumed` has landed once at most issued - 1 - consumed newer groups are pending.
+    switch (issued - 1 - consumed) {
+      case 0:
+        cp_async_wait<0>();
+        break;
+      case 1:
+        cp_async_wait<1>();
+        break;
+      case 2:
+        cp_async_wait<2>();
+        break;
+      case 3:
+        cp_async_wait<3>();
+        break;
+      case 4:
+        cp_async_wait<4>();
+        break;
+      default:
+        cp_async_wait<kCombineStages - 1>();
+        break;
+    }
+    const float w = __shfl_sync(0xffffffffu, cur_weight, __ffs(left) - 1);
+    left &= left - 1;
+    const int first = chunk * kCombineStepVecs + lane;
+    const int4* buf = ring + (consumed % kCombineStages) * kCombineStepVecs + lane;
+    ++consumed;
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      if (first + u * kWarpSize >= a.vecs_per_row) continue;
+      float f[kBf16PerVec];
+      detail::unpack_bf16x8(buf[u * kWarpSize], f);
+#pragma unroll
+      for (int k = 0; k < kBf16PerVec; ++k) acc[u][k] = __fmaf_rn(w, f[k], acc[u][k]);
+    }
+    if (left != 0) continue;
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      if (first + u * kWarpSize < a.vecs_per_row)
+        dst[first + u * kWarpSize] = detail::pack_bf16x8(acc[u]);
+#pragma unroll
+      for (int k = 0; k < kBf16PerVec; ++k) acc[u][k] = 0.f;
+    }
+    if (++chunk == num_chunks) {
+      chunk = 0;
+      shift();
+    }
+    left = cur_mask;
   }
+  cp_async_wait<0>();
   if (last_block_done(&own.done_counter[1]) && threadIdx.x < a.num_ranks) {
     __threadfence_system();
     detail::st_release_sys(&peers[threadIdx.x].combine_flag[a.rank], a.seq);
