@@ -69,8 +69,9 @@ double copy_bound_us(size_t bytes, cudaStream_t stream, const Timing& timing);
 /// when dst is a peer pointer.
 void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cudaStream_t stream);
 
-/// Read-only kernel limited to `blocks` blocks of 1024 threads, 8 16-byte loads in flight per
-/// thread: reads `bytes` (multiple of 16) at src; `sink` (16 bytes) is practically never written.
+/// Read-only kernel limited to `blocks` blocks of 1024 threads, 12 16-byte loads in flight per
+/// thread (cp.async into 192 KB of shared memory): reads `bytes` (multiple of 16) at src; `sink`
+/// (16 bytes) is practically never written.
 void launch_read_kernel(const void* src, size_t bytes, void* sink, int blocks, cudaStream_t stream);
 
 /// An empty kernel (1 block of 32 threads): timed like a row, the launch-latency floor.

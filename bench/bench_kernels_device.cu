@@ -41,38 +41,43 @@ __global__ void __launch_bounds__(kCopyThreads)
 }
 
 // Reads `num_vecs` 16-byte vectors with `gridDim.x` blocks and nothing else: the local-read side of
-// the flex combine (which reads several expert rows per row it sends). 1024 threads x 8 vectors in
-// flight per block (128 KB); the XOR of everything read is stored only if it hits a value random
-// data practically never gives, which keeps the loads without writing anything measurable.
+// the flex combine (which reads several expert rows per row it sends). Loads go to shared memory
+// through cp.async, kReadStages per thread in flight (1024 threads x 12 x 16 B = 192 KB per block,
+// as many as the combine keeps); the XOR of everything read is stored only if it hits a value
+// random data practically never gives, which keeps the loads without writing anything measurable.
 constexpr int kReadThreads = 1024;
-constexpr int kReadUnroll = 8;
+constexpr int kReadStages = 12;
+constexpr size_t kReadSmemBytes = sizeof(int4) * kReadThreads * kReadStages;
+
+__device__ __forceinline__ void read_stage(int4* smem, const int4* gmem, bool valid) {
+  if (valid) {
+    const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(gmem) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
 
 __global__ void __launch_bounds__(kReadThreads)
     read_kernel(const int4* __restrict__ src, size_t num_vecs, int4* __restrict__ sink) {
-  constexpr size_t kTile = static_cast<size_t>(kReadThreads) * kReadUnroll;
-  const size_t num_full = num_vecs / kTile;
+  extern __shared__ int4 stages[];  // [kReadStages][kReadThreads]
+  const size_t stride = static_cast<size_t>(gridDim.x) * kReadThreads;
+  size_t next = blockIdx.x * static_cast<size_t>(kReadThreads) + threadIdx.x;
+  for (int s = 0; s < kReadStages - 1; ++s, next += stride)
+    read_stage(&stages[s * kReadThreads + threadIdx.x], src + next, next < num_vecs);
   int4 acc = make_int4(0, 0, 0, 0);
-  for (size_t tile = blockIdx.x; tile < num_full; tile += gridDim.x) {
-    const size_t base = tile * kTile + threadIdx.x;
-    int4 v[kReadUnroll];
-#pragma unroll
-    for (int u = 0; u < kReadUnroll; ++u) v[u] = __ldcs(src + base + u * kReadThreads);
-#pragma unroll
-    for (int u = 0; u < kReadUnroll; ++u) {
-      acc.x ^= v[u].x;
-      acc.y ^= v[u].y;
-      acc.z ^= v[u].z;
-      acc.w ^= v[u].w;
-    }
-  }
-  for (size_t i = num_full * kTile + blockIdx.x * static_cast<size_t>(kReadThreads) + threadIdx.x;
-       i < num_vecs; i += static_cast<size_t>(gridDim.x) * kReadThreads) {
-    const int4 v = __ldcs(src + i);
+  int k = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(kReadThreads) + threadIdx.x; i < num_vecs;
+       i += stride, next += stride, ++k) {
+    read_stage(&stages[((k + kReadStages - 1) % kReadStages) * kReadThreads + threadIdx.x],
+               src + next, next < num_vecs);
+    asm volatile("cp.async.wait_group %0;" ::"n"(kReadStages - 1) : "memory");
+    const int4 v = stages[(k % kReadStages) * kReadThreads + threadIdx.x];
     acc.x ^= v.x;
     acc.y ^= v.y;
     acc.z ^= v.z;
     acc.w ^= v.w;
   }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
   if (acc.x == 0x5a5a5a5a && acc.y == 0x5a5a5a5a && acc.z == 0x5a5a5a5a && acc.w == 0x5a5a5a5a)
     sink[0] = acc;
 }
@@ -114,8 +119,11 @@ void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cu
 
 void launch_read_kernel(const void* src, size_t bytes, void* sink, int blocks,
                         cudaStream_t stream) {
-  read_kernel<<<blocks, kReadThreads, 0, stream>>>(static_cast<const int4*>(src), bytes / 16,
-                                                   static_cast<int4*>(sink));
+  cuda_check(cudaFuncSetAttribute(read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kReadSmemBytes)),
+             "cudaFuncSetAttribute(read_kernel)");
+  read_kernel<<<blocks, kReadThreads, kReadSmemBytes, stream>>>(
+      static_cast<const int4*>(src), bytes / 16, static_cast<int4*>(sink));
   cuda_check(cudaGetLastError(), "read_kernel");
 }
 
