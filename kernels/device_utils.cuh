@@ -56,13 +56,21 @@ __device__ __forceinline__ void st_volatile(int* ptr, int value) {
 
 /// Programmatic dependent launch, first thing in a kernel launched with
 /// cudaLaunchAttributeProgrammaticStreamSerialization: waits until the previous kernel of the
-/// stream has completed and its writes are visible (a no-op when launched without the attribute),
-/// then lets the next such kernel start launching, so its launch latency hides behind this one.
+/// stream has completed and its writes are visible (a no-op when launched without the attribute).
 /// Every thread must call it before touching global memory; semantics are those of plain stream
 /// order.
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// Lets the next kernel of the stream (if launched with programmatic stream serialization) start
+/// launching once every block of this one has called this or exited; that kernel still waits in
+/// grid_dependency_wait() for this one to complete. Call it when a block's main work is issued:
+/// earlier, the next kernel's blocks would sit on SMs for the whole of this one.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }

@@ -279,6 +279,7 @@ __global__ void __launch_bounds__(kDispatchThreads)
       load_chunk(row, base, v);
     }
   }
+  detail::allow_dependent_launch();  // only the fences and the flags are left
   if (last_block_done(&own.done_counter[0]) && threadIdx.x < a.num_ranks) {
     const int d = threadIdx.x;
     detail::st_volatile(&peers[d].recv_count[a.rank], num_tokens_per_rank[d]);
@@ -477,6 +478,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     left = cur_mask;
   }
   cp_async_wait<0>();
+  detail::allow_dependent_launch();
   if (last_block_done(&own.done_counter[1]) && threadIdx.x < a.num_ranks) {
     __threadfence_system();
     detail::st_release_sys(&peers[threadIdx.x].combine_flag[a.rank], a.seq);
@@ -542,7 +544,10 @@ __global__ void __launch_bounds__(kReduceThreads)
 // Launches with programmatic stream serialization: the kernel's launch overlaps the tail of the
 // previous kernel on the stream; every flex kernel starts with detail::grid_dependency_wait(), so
 // it still sees the previous kernel complete (the sends, waits and reduce of one step follow one
-// another on a stream, each a few microseconds of launch latency otherwise).
+// another on a stream, each a few microseconds of launch latency otherwise). The sends allow
+// the next launch only once their rows are issued, and the waits (which may spin for a peer) only
+// by exiting, so an early-launched kernel never holds SMs that other streams' work could use for
+// longer than a send's tail.
 template <typename... Params, typename... Args>
 void launch_chained(void (*kernel)(Params...), int grid, int threads, size_t smem_bytes,
                     cudaStream_t stream, Args... args) {
