@@ -15,12 +15,18 @@ using model::HardwareProfile;
 
 const char* to_string(MetricKind k) {
   switch (k) {
-    case MetricKind::op: return "op mean";
-    case MetricKind::step_time: return "step time";
-    case MetricKind::baseline_step_time: return "baseline step time";
-    case MetricKind::overlap_gain: return "overlap gain";
-    case MetricKind::exposed_comm: return "exposed comm";
-    case MetricKind::peak_memory: return "peak memory";
+    case MetricKind::op:
+      return "op mean";
+    case MetricKind::step_time:
+      return "step time";
+    case MetricKind::baseline_step_time:
+      return "baseline step time";
+    case MetricKind::overlap_gain:
+      return "overlap gain";
+    case MetricKind::exposed_comm:
+      return "exposed comm";
+    case MetricKind::peak_memory:
+      return "peak memory";
   }
   return "?";
 }
@@ -52,7 +58,8 @@ std::string flag_diff(const MeasuredRun& a, const MeasuredRun& b) {
   const auto& y = b.config.opt;
   std::vector<std::string> d;
   if (x.dispatcher != y.dispatcher || x.flex_backend != y.flex_backend) d.push_back("dispatcher");
-  if (x.overlap_moe_expert_parallel_comm != y.overlap_moe_expert_parallel_comm) d.push_back("overlap");
+  if (x.overlap_moe_expert_parallel_comm != y.overlap_moe_expert_parallel_comm)
+    d.push_back("overlap");
   if (x.delay_wgrad_compute != y.delay_wgrad_compute) d.push_back("delay_wgrad");
   if (x.ep_overlap_early_attn_memory_release != y.ep_overlap_early_attn_memory_release)
     d.push_back("early_release");
@@ -137,7 +144,8 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
           b.baseline_step_time_us, a.baseline_step_time_us);
       add("overlap_gain", MetricKind::overlap_gain, m.overlap_gain, b.overlap_gain, a.overlap_gain);
     }
-    add("exposed_comm_us", MetricKind::exposed_comm, m.exposed_comm_us, b.exposed_comm_us, a.exposed_comm_us);
+    add("exposed_comm_us", MetricKind::exposed_comm, m.exposed_comm_us, b.exposed_comm_us,
+        a.exposed_comm_us);
     if (m.peak_memory_bytes > 0)
       add("peak_memory_bytes", MetricKind::peak_memory, m.peak_memory_bytes, b.peak_memory_bytes,
           a.peak_memory_bytes);
@@ -212,11 +220,14 @@ std::string accuracy_report_text(const AccuracyReport& r) {
           "measured step times differ by > "
        << kRankingThreshold * 100 << "%)\n";
     for (const auto& p : r.pairs) {
-      const double diff = std::abs(p.measured_a - p.measured_b) / std::min(p.measured_a, p.measured_b) * 100;
-      std::snprintf(buf, sizeof buf, "  %-40s vs %-40s [%s] measured %.5g / %.5g us (%.1f%%): before %s, after %s%s\n",
-                    p.a.c_str(), p.b.c_str(), p.differs.c_str(), p.measured_a, p.measured_b, diff,
-                    p.match_before ? "right" : "WRONG", p.match_after ? "right" : "WRONG",
-                    p.must_match ? "" : " (within threshold)");
+      const double diff =
+          std::abs(p.measured_a - p.measured_b) / std::min(p.measured_a, p.measured_b) * 100;
+      std::snprintf(
+          buf, sizeof buf,
+          "  %-40s vs %-40s [%s] measured %.5g / %.5g us (%.1f%%): before %s, after %s%s\n",
+          p.a.c_str(), p.b.c_str(), p.differs.c_str(), p.measured_a, p.measured_b, diff,
+          p.match_before ? "right" : "WRONG", p.match_after ? "right" : "WRONG",
+          p.must_match ? "" : " (within threshold)");
       os << buf;
       if (p.must_match) {
         ++must;
@@ -235,29 +246,45 @@ nlohmann::json to_json(const AccuracyReport& r) {
   for (const auto& run : r.runs) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : run.rows)
-      rows.push_back({{"metric", row.name}, {"kind", to_string(row.kind)}, {"measured", row.measured},
-                      {"predicted_before", row.before}, {"predicted_after", row.after},
-                      {"error_before", row.error_before}, {"error_after", row.error_after},
+      rows.push_back({{"metric", row.name},
+                      {"kind", to_string(row.kind)},
+                      {"measured", row.measured},
+                      {"predicted_before", row.before},
+                      {"predicted_after", row.after},
+                      {"error_before", row.error_before},
+                      {"error_after", row.error_after},
                       {"error_unit", error_unit(row.kind)}});
-    runs.push_back({{"file", run.file}, {"label", run.label}, {"base", run.base_name}, {"rows", rows}});
+    runs.push_back(
+        {{"file", run.file}, {"label", run.label}, {"base", run.base_name}, {"rows", rows}});
   }
   nlohmann::json stats = nlohmann::json::array();
   for (const auto& s : r.stats) {
     auto st = [](const ErrorStats& e) {
-      return nlohmann::json{{"count", e.count}, {"median", e.median}, {"p90", e.p90}, {"max", e.max}};
+      return nlohmann::json{
+          {"count", e.count}, {"median", e.median}, {"p90", e.p90}, {"max", e.max}};
     };
-    stats.push_back({{"metric", to_string(s.kind)}, {"error_unit", error_unit(s.kind)},
-                     {"before", st(s.before)}, {"after", st(s.after)}});
+    stats.push_back({{"metric", to_string(s.kind)},
+                     {"error_unit", error_unit(s.kind)},
+                     {"before", st(s.before)},
+                     {"after", st(s.after)}});
   }
   nlohmann::json pairs = nlohmann::json::array();
   for (const auto& p : r.pairs)
-    pairs.push_back({{"a", p.a}, {"b", p.b}, {"differs", p.differs}, {"measured_a_us", p.measured_a},
-                     {"measured_b_us", p.measured_b}, {"before_a_us", p.before_a},
-                     {"before_b_us", p.before_b}, {"after_a_us", p.after_a}, {"after_b_us", p.after_b},
-                     {"must_match", p.must_match}, {"match_before", p.match_before},
+    pairs.push_back({{"a", p.a},
+                     {"b", p.b},
+                     {"differs", p.differs},
+                     {"measured_a_us", p.measured_a},
+                     {"measured_b_us", p.measured_b},
+                     {"before_a_us", p.before_a},
+                     {"before_b_us", p.before_b},
+                     {"after_a_us", p.after_a},
+                     {"after_b_us", p.after_b},
+                     {"must_match", p.must_match},
+                     {"match_before", p.match_before},
                      {"match_after", p.match_after}});
-  return {{"schema_version", 1}, {"kind", "calibration_report"}, {"profile", r.profile_name},
-          {"runs", runs}, {"summary", stats}, {"ranking", pairs}};
+  return {{"schema_version", 1},       {"kind", "calibration_report"},
+          {"profile", r.profile_name}, {"runs", runs},
+          {"summary", stats},          {"ranking", pairs}};
 }
 
 }  // namespace epo::calib

@@ -19,7 +19,14 @@ namespace epo::calib {
 /// Measured pairs whose step times differ by more than this fraction must be ranked right.
 constexpr double kRankingThreshold = 0.05;
 
-enum class MetricKind { op, step_time, baseline_step_time, overlap_gain, exposed_comm, peak_memory };
+enum class MetricKind {
+  op,
+  step_time,
+  baseline_step_time,
+  overlap_gain,
+  exposed_comm,
+  peak_memory
+};
 const char* to_string(MetricKind k);
 
 struct MetricRow {
@@ -47,7 +54,7 @@ struct StatsRow {
 };
 
 struct RankPair {
-  std::string a, b;  ///< run labels
+  std::string a, b;     ///< run labels
   std::string differs;  ///< which flags differ
   double measured_a = 0, measured_b = 0, before_a = 0, before_b = 0, after_a = 0, after_b = 0;
   bool must_match = false;  ///< measured times differ by more than kRankingThreshold

@@ -17,8 +17,8 @@ inline std::string fmt(const char* format, double a, double b = 0, double c = 0,
   return buf;
 }
 
-inline Fit make_fit(const char* name, const char* formula, const char* unit, const HardwareProfile& hw,
-             std::initializer_list<const char*> fields) {
+inline Fit make_fit(const char* name, const char* formula, const char* unit,
+                    const HardwareProfile& hw, std::initializer_list<const char*> fields) {
   Fit f;
   f.name = name;
   f.model = formula;
@@ -38,8 +38,8 @@ inline bool refuse_if_too_few(Fit& f, int points, const char* what) {
   const int need = static_cast<int>(f.fields.size()) + kExtraPoints;
   if (points >= need) return false;
   for (auto& ff : f.fields)
-    ff.refusal = "too few points: " + std::to_string(points) + " " + what + " sample(s), need at least " +
-                 std::to_string(need);
+    ff.refusal = "too few points: " + std::to_string(points) + " " + what +
+                 " sample(s), need at least " + std::to_string(need);
   f.quality.num_points = points;
   return true;
 }

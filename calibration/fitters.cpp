@@ -52,7 +52,8 @@ Fit fit_mean(const char* name, const char* field, const std::vector<double>& xs,
   for (double x : xs) mean += x;
   mean /= static_cast<double>(xs.size());
   f.fields[0].value = mean;
-  if (mean > max_us) refuse(f.fields[0], fmt("%.4g us is above the plausible %.4g us", mean, max_us));
+  if (mean > max_us)
+    refuse(f.fields[0], fmt("%.4g us is above the plausible %.4g us", mean, max_us));
   evaluate(f, [&](const std::vector<double>& p, size_t) { return p[0]; });
   return f;
 }
@@ -84,18 +85,22 @@ void fit_bandwidth(Fit& f, const std::vector<BwPoint>& pts, double peak_gbps, do
   f.fields[1].value = res.params(1);
   int per_sm_limited = 0, cap_limited = 0;
   for (const auto& q : pts)
-    (q.sms * res.params(0) < peak_gbps * res.params(1) * cap_scale ? per_sm_limited : cap_limited)++;
+    (q.sms * res.params(0) < peak_gbps * res.params(1) * cap_scale ? per_sm_limited
+                                                                   : cap_limited)++;
   if (per_sm_limited < 2)
-    refuse(f.fields[0], "only " + std::to_string(per_sm_limited) +
-                            " sample(s) limited by the SMs held; need at least 2 (sweep fewer SMs)");
+    refuse(f.fields[0],
+           "only " + std::to_string(per_sm_limited) +
+               " sample(s) limited by the SMs held; need at least 2 (sweep fewer SMs)");
   if (cap_limited < 2)
-    refuse(f.fields[1], "only " + std::to_string(cap_limited) +
-                            " sample(s) limited by the bandwidth cap; need at least 2 (sweep more SMs)");
+    refuse(f.fields[1],
+           "only " + std::to_string(cap_limited) +
+               " sample(s) limited by the bandwidth cap; need at least 2 (sweep more SMs)");
   if (res.params(1) > 1.0)
     refuse(f.fields[1], fmt("%.4g > 1: bandwidth above the datasheet peak of %.4g GB/s",
                             res.params(1), peak_gbps));
   if (res.params(0) > max_per_sm)
-    refuse(f.fields[0], fmt("%.4g GB/s per SM is above the plausible %.4g", res.params(0), max_per_sm));
+    refuse(f.fields[0],
+           fmt("%.4g GB/s per SM is above the plausible %.4g", res.params(0), max_per_sm));
   evaluate(f, [&](const std::vector<double>& p, size_t i) {
     return bw_time(pts[i], p[0], peak_gbps * p[1] * cap_scale);
   });
@@ -146,9 +151,10 @@ Fit fit_host_sync(const HardwareProfile& hw, const Samples& s) {
 }
 
 Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
-  Fit f = make_fit("copy",
-                   "t = launch + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2)",
-                   "us", hw, {"local_copy_gbps_per_sm", "hbm_efficiency"});
+  Fit f = make_fit(
+      "copy",
+      "t = launch + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2)", "us",
+      hw, {"local_copy_gbps_per_sm", "hbm_efficiency"});
   std::vector<BwPoint> pts;
   for (const auto& c : s.copy) {
     pts.push_back({c.bytes, static_cast<double>(c.sms), hw.kernel_launch_us, c.time_us});
@@ -216,26 +222,30 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
   f.fields[1].value = res.params(1);
   if (max_rate > hw.bf16_tflops)
     refuse(f.fields[0], fmt("a sample runs at %.4g TFLOP/s, above the datasheet peak %.4g: "
-                            "check the samples", max_rate, hw.bf16_tflops));
+                            "check the samples",
+                            max_rate, hw.bf16_tflops));
   if (res.params(0) > 1.0)
     refuse(f.fields[0], fmt("%.4g > 1: a GEMM rate above the datasheet peak of %.4g TFLOP/s",
                             res.params(0), hw.bf16_tflops));
   if (small < 2)
-    refuse(f.fields[1], "only " + std::to_string(small) +
-                            " sample(s) with a dimension below 4096; the fall-off is not determined");
+    refuse(f.fields[1],
+           "only " + std::to_string(small) +
+               " sample(s) with a dimension below 4096; the fall-off is not determined");
   else if (res.params(1) >= 1e5 * 0.999)
     refuse(f.fields[1], fmt("%.4g runs to the bound of the search", res.params(1)));
   refit_accepted(f, pb);
   if (f.fields[0].accepted() && f.fields[0].value > 1.0)
     refuse(f.fields[0], fmt("%.4g > 1: a GEMM rate above the datasheet peak of %.4g TFLOP/s",
                             f.fields[0].value, hw.bf16_tflops));
-  evaluate(f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], s.gemm[i]); });
+  evaluate(
+      f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], s.gemm[i]); });
   return f;
 }
 
 Fit fit_nccl(const HardwareProfile& hw, const Samples& s) {
-  Fit f = make_fit("nccl", "t = nccl_latency_us + bytes * (ep-1)/ep / (nvlink_gbps * nccl_efficiency)",
-                   "us", hw, {"nccl_latency_us", "nccl_efficiency"});
+  Fit f =
+      make_fit("nccl", "t = nccl_latency_us + bytes * (ep-1)/ep / (nvlink_gbps * nccl_efficiency)",
+               "us", hw, {"nccl_latency_us", "nccl_efficiency"});
   std::vector<const TransportSample*> pts;
   for (const auto& t : s.transport)
     if (t.kind == TransportKind::nccl) pts.push_back(&t);
@@ -257,9 +267,11 @@ Fit fit_nccl(const HardwareProfile& hw, const Samples& s) {
   f.fields[0].value = c(0);
   f.fields[1].value = c(1) > 0 ? 1.0 / c(1) : 0.0;
   if (c(0) < 0) refuse(f.fields[0], fmt("%.4g us: a negative latency", c(0)));
-  if (c(1) <= 0) refuse(f.fields[1], "time does not grow with the message size");
+  if (c(1) <= 0)
+    refuse(f.fields[1], "time does not grow with the message size");
   else if (1.0 / c(1) > 1.0)
-    refuse(f.fields[1], fmt("%.4g > 1: bandwidth above NVLink's %.4g GB/s", 1.0 / c(1), hw.nvlink_gbps));
+    refuse(f.fields[1],
+           fmt("%.4g > 1: bandwidth above NVLink's %.4g GB/s", 1.0 / c(1), hw.nvlink_gbps));
   NonlinearProblem pb;
   pb.lower = Eigen::Vector2d(-1e4, 1e-4);
   pb.upper = Eigen::Vector2d(1e4, 10.0);
@@ -270,10 +282,9 @@ Fit fit_nccl(const HardwareProfile& hw, const Samples& s) {
   };
   refit_accepted(f, pb);
   if (f.fields[1].accepted() && f.fields[1].value > 1.0)
-    refuse(f.fields[1], fmt("%.4g > 1: bandwidth above NVLink's %.4g GB/s", f.fields[1].value, hw.nvlink_gbps));
-  evaluate(f, [&](const std::vector<double>& p, size_t i) {
-    return p[0] + a(i, 1) / p[1];
-  });
+    refuse(f.fields[1],
+           fmt("%.4g > 1: bandwidth above NVLink's %.4g GB/s", f.fields[1].value, hw.nvlink_gbps));
+  evaluate(f, [&](const std::vector<double>& p, size_t i) { return p[0] + a(i, 1) / p[1]; });
   return f;
 }
 

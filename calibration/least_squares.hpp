@@ -13,8 +13,8 @@ namespace epo::calib {
 /// How well a fitted model reproduces the points it was fitted on.
 struct FitQuality {
   int num_points = 0;
-  double rel_rms = 0;         ///< sqrt(mean((fitted - measured)^2)) / mean(measured)
-  double max_rel_error = 0;   ///< max |fitted - measured| / |measured|
+  double rel_rms = 0;        ///< sqrt(mean((fitted - measured)^2)) / mean(measured)
+  double max_rel_error = 0;  ///< max |fitted - measured| / |measured|
 };
 
 /// Quality of `fitted` against `measured` (same length, at least one point).
@@ -37,7 +37,7 @@ struct NonlinearProblem {
 
 struct NonlinearResult {
   Eigen::VectorXd params;
-  double cost = 0;       ///< sum of squared residuals at params
+  double cost = 0;  ///< sum of squared residuals at params
   int iterations = 0;
   bool converged = false;
 };

@@ -15,9 +15,9 @@ using model::JsonReader;
 namespace {
 
 constexpr model::OpKind kOpKinds[] = {
-    model::OpKind::pre_dispatch, model::OpKind::dispatch,          model::OpKind::mlp,
-    model::OpKind::combine,      model::OpKind::mlp_wgrad,         model::OpKind::pre_dispatch_wgrad,
-    model::OpKind::mtp_post,     model::OpKind::embedding,         model::OpKind::lm_head_loss,
+    model::OpKind::pre_dispatch, model::OpKind::dispatch,      model::OpKind::mlp,
+    model::OpKind::combine,      model::OpKind::mlp_wgrad,     model::OpKind::pre_dispatch_wgrad,
+    model::OpKind::mtp_post,     model::OpKind::embedding,     model::OpKind::lm_head_loss,
     model::OpKind::pp_send_recv, model::OpKind::dp_grad_reduce};
 
 bool known_op(const std::string& name) {
@@ -44,7 +44,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
   r.require_int("schema_version", 1, MeasuredRun::kSchemaVersion);
   const std::string kind = r.require_string("kind");
   if (kind != "measurement")
-    throw EPO_INPUT_ERROR(where, ": kind = '", kind, "': expected 'measurement' (from epo run --json)");
+    throw EPO_INPUT_ERROR(where, ": kind = '", kind,
+                          "': expected 'measurement' (from epo run --json)");
   MeasuredRun m;
   m.file = where;
   if (r.has("context")) m.context = r.member("context");
@@ -56,8 +57,9 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
     if (!m.run.is_object()) throw EPO_INPUT_ERROR(where, ": run: expected an object");
     if (m.run.contains("layers")) {
       const double layers = number(m.run["layers"], where, "run.layers");
-      EPO_REQUIRE_INPUT(layers >= 0 && layers <= m.config.model.num_layers, where, ": run.layers = ",
-                        layers, " is out of range (0 .. ", m.config.model.num_layers, ")");
+      EPO_REQUIRE_INPUT(layers >= 0 && layers <= m.config.model.num_layers, where,
+                        ": run.layers = ", layers, " is out of range (0 .. ",
+                        m.config.model.num_layers, ")");
       m.layers = static_cast<int>(layers);
     }
   }
@@ -84,7 +86,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
         throw EPO_INPUT_ERROR(where, ": ", o.key_path("schedule"), " = '", schedule,
                               "': expected baseline or overlapped");
       if (!known_op(op))
-        throw EPO_INPUT_ERROR(where, ": ", o.key_path("op"), " = '", op, "': not an op of the schedule");
+        throw EPO_INPUT_ERROR(where, ": ", o.key_path("op"), " = '", op,
+                              "': not an op of the schedule");
       const std::string key = op + "/" + dir;
       auto& a = schedule == "baseline" ? base_acc[key] : all_acc[key];
       a.sum += end - start;
@@ -103,7 +106,9 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
   if (summary.contains("peak_memory_bytes")) {
     const auto& pm = summary["peak_memory_bytes"];
     if (pm.is_array()) {
-      for (const auto& v : pm) m.peak_memory_bytes = std::max(m.peak_memory_bytes, number(v, where, "summary.peak_memory_bytes[]"));
+      for (const auto& v : pm)
+        m.peak_memory_bytes =
+            std::max(m.peak_memory_bytes, number(v, where, "summary.peak_memory_bytes[]"));
     } else {
       m.peak_memory_bytes = number(pm, where, "summary.peak_memory_bytes");
     }
@@ -153,12 +158,14 @@ RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfil
           op.duration_us();
   // What the prediction still holds of the stand-in stages (a vocabulary of 1 still launches
   // their kernels), per micro-batch on the compute stream.
-  const double unexecuted_us = p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us() +
-                               p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
+  const double unexecuted_us =
+      p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us() +
+      p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
   const double removed = unexecuted_us * std::max(1, c.par.num_microbatches());
   out.step_time_us = std::max(0.0, p.step_time_us - removed);
   out.baseline_step_time_us = std::max(0.0, p.baseline_step_time_us - removed);
-  out.overlap_gain = out.step_time_us > 0 ? out.baseline_step_time_us / out.step_time_us - 1.0 : 0.0;
+  out.overlap_gain =
+      out.step_time_us > 0 ? out.baseline_step_time_us / out.step_time_us - 1.0 : 0.0;
   out.exposed_comm_us = p.exposed_comm_us;
   out.baseline_exposed_comm_us = p.baseline_exposed_comm_us;
   out.peak_memory_bytes = p.memory.total_bytes;
@@ -170,7 +177,8 @@ std::string run_label(const MeasuredRun& m) {
   std::ostringstream os;
   os << c.model_name << " r" << (c.virtual_ranks > 0 ? c.virtual_ranks : c.num_gpus)
      << (c.virtual_ranks > 0 ? "v " : " ") << model::to_string(c.opt.dispatcher);
-  if (c.opt.dispatcher == model::Dispatcher::flex) os << "/" << model::to_string(c.opt.flex_backend);
+  if (c.opt.dispatcher == model::Dispatcher::flex)
+    os << "/" << model::to_string(c.opt.flex_backend);
   os << (c.opt.overlap_moe_expert_parallel_comm ? " ovl" : " base");
   if (c.opt.delay_wgrad_compute) os << "+dw";
   os << " seq" << c.par.seq_length << " " << model::to_string(c.opt.routing.kind);

@@ -29,7 +29,7 @@ struct MeasuredRun {
   double overlap_gain = 0;
   double exposed_comm_us = 0;
   double baseline_exposed_comm_us = 0;
-  double peak_memory_bytes = 0;      ///< max over ranks; 0 when not measured
+  double peak_memory_bytes = 0;  ///< max over ranks; 0 when not measured
 };
 
 /// Strict reading (unknown top-level, op and summary keys are errors); context, run and prediction

@@ -28,8 +28,10 @@ bool is_comm_op(const std::string& key) {
 bool comm_run_uses(const MeasuredRun& r, const std::string& field) {
   const auto& c = r.config;
   if (field == "local_copy_gbps_per_sm") return c.virtual_ranks > 0;
-  if (field == "comm_gbps_per_sm") return c.virtual_ranks == 0 && c.opt.dispatcher == model::Dispatcher::flex;
-  if (field == "nccl_efficiency") return c.virtual_ranks == 0 && c.opt.dispatcher == model::Dispatcher::alltoall;
+  if (field == "comm_gbps_per_sm")
+    return c.virtual_ranks == 0 && c.opt.dispatcher == model::Dispatcher::flex;
+  if (field == "nccl_efficiency")
+    return c.virtual_ranks == 0 && c.opt.dispatcher == model::Dispatcher::alltoall;
   return false;
 }
 
@@ -41,8 +43,9 @@ struct OpPoint {
 };
 
 model::OpKind parse_kind(const std::string& s) {
-  for (auto k : {model::OpKind::pre_dispatch, model::OpKind::dispatch, model::OpKind::mlp,
-                 model::OpKind::combine, model::OpKind::mlp_wgrad, model::OpKind::pre_dispatch_wgrad})
+  for (auto k :
+       {model::OpKind::pre_dispatch, model::OpKind::dispatch, model::OpKind::mlp,
+        model::OpKind::combine, model::OpKind::mlp_wgrad, model::OpKind::pre_dispatch_wgrad})
     if (s == model::to_string(k)) return k;
   throw EPO_RUNTIME_ERROR("not a layer op: ", s);
 }
@@ -104,10 +107,12 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     }
   }
   for (const auto& p : pts) {
-    f.labels.push_back(run_label(*p.run) + " " + model::to_string(p.kind) + "/" + model::to_string(p.dir));
+    f.labels.push_back(run_label(*p.run) + " " + model::to_string(p.kind) + "/" +
+                       model::to_string(p.dir));
     f.measured.push_back(p.measured_us);
   }
-  f.source = std::to_string(pts.size()) + " measured op means of " + std::to_string(used.size()) + " runs";
+  f.source =
+      std::to_string(pts.size()) + " measured op means of " + std::to_string(used.size()) + " runs";
   const int need = static_cast<int>(fields.size()) + kExtraPoints;
   if (static_cast<int>(pts.size()) < need) {
     for (auto& ff : f.fields)
@@ -118,7 +123,8 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
   }
   auto at = [&](const Eigen::VectorXd& p) {
     HardwareProfile x = hw;
-    for (size_t k = 0; k < fields.size(); ++k) profile_field(x, fields[k]) = p(static_cast<Eigen::Index>(k));
+    for (size_t k = 0; k < fields.size(); ++k)
+      profile_field(x, fields[k]) = p(static_cast<Eigen::Index>(k));
     return predict_points(x, pts);
   };
   const auto n = static_cast<Eigen::Index>(fields.size());
@@ -158,7 +164,8 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     // Fit the fields the ops depend on, the others held at their base values.
     for (auto& ff : f.fields) ff.value = ff.base;
     refit_accepted(f, pb);
-    if (std::all_of(f.fields.begin(), f.fields.end(), [](const FittedField& x) { return x.accepted(); })) {
+    if (std::all_of(f.fields.begin(), f.fields.end(),
+                    [](const FittedField& x) { return x.accepted(); })) {
       const auto res = levenberg_marquardt(pb, base);
       for (Eigen::Index k = 0; k < n; ++k) f.fields[k].value = res.params(k);
     }
@@ -223,9 +230,9 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
     for (const auto& ff : f.fields) {
       std::ostringstream os;
       if (ff.accepted()) {
-        os << "fit " << f.name << " (" << f.source << (f.name.rfind("ops.", 0) == 0 ? "" : ", " + from)
-           << "): rel RMS " << pct(f.quality.rel_rms) << ", " << f.quality.num_points << " points, "
-           << date;
+        os << "fit " << f.name << " (" << f.source
+           << (f.name.rfind("ops.", 0) == 0 ? "" : ", " + from) << "): rel RMS "
+           << pct(f.quality.rel_rms) << ", " << f.quality.num_points << " points, " << date;
         prov[ff.name] = os.str();
         set_by_fit.insert(ff.name);
       } else if (!set_by_fit.count(ff.name)) {
@@ -252,10 +259,12 @@ std::string fit_report_text(const ProfileFit& pf) {
     for (const auto& ff : f.fields) {
       char buf[256];
       if (ff.accepted()) {
-        std::snprintf(buf, sizeof buf, "  %-24s %12.6g -> %-12.6g fitted\n", ff.name.c_str(), ff.base, ff.value);
+        std::snprintf(buf, sizeof buf, "  %-24s %12.6g -> %-12.6g fitted\n", ff.name.c_str(),
+                      ff.base, ff.value);
         ++accepted;
       } else {
-        std::snprintf(buf, sizeof buf, "  %-24s %12.6g    REFUSED, base kept: ", ff.name.c_str(), ff.base);
+        std::snprintf(buf, sizeof buf, "  %-24s %12.6g    REFUSED, base kept: ", ff.name.c_str(),
+                      ff.base);
         ++refused;
       }
       os << buf;

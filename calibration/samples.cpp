@@ -10,9 +10,12 @@ using model::JsonReader;
 
 const char* to_string(TransportKind k) {
   switch (k) {
-    case TransportKind::local: return "local";
-    case TransportKind::nccl: return "nccl";
-    case TransportKind::flex: return "flex";
+    case TransportKind::local:
+      return "local";
+    case TransportKind::nccl:
+      return "nccl";
+    case TransportKind::flex:
+      return "flex";
   }
   return "?";
 }
@@ -53,9 +56,12 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
   } else if (bench == "transport") {
     TransportSample t;
     const std::string kind = r.require_string("kind");
-    if (kind == "local") t.kind = TransportKind::local;
-    else if (kind == "nccl") t.kind = TransportKind::nccl;
-    else if (kind == "flex") t.kind = TransportKind::flex;
+    if (kind == "local")
+      t.kind = TransportKind::local;
+    else if (kind == "nccl")
+      t.kind = TransportKind::nccl;
+    else if (kind == "flex")
+      t.kind = TransportKind::flex;
     else
       throw EPO_INPUT_ERROR(where, ": ", r.key_path("kind"), " = '", kind,
                             "': expected local, nccl or flex");
@@ -68,8 +74,10 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     ContentionSample c;
     c.comm_sms = r.require_int("comm_sms", 1, 1024);
     const std::string link = r.require_string("link");
-    if (link == "local") c.link = ContentionLink::local;
-    else if (link == "nvlink") c.link = ContentionLink::nvlink;
+    if (link == "local")
+      c.link = ContentionLink::local;
+    else if (link == "nvlink")
+      c.link = ContentionLink::nvlink;
     else
       throw EPO_INPUT_ERROR(where, ": ", r.key_path("link"), " = '", link,
                             "': expected local or nvlink");
@@ -96,7 +104,8 @@ Samples samples_from_json(const nlohmann::json& j, const std::string& where) {
   r.require_int("schema_version", 1, Samples::kSchemaVersion);
   const std::string kind = r.require_string("kind");
   if (kind != "samples")
-    throw EPO_INPUT_ERROR(where, ": kind = '", kind, "': expected 'samples' (from epo calibrate bench)");
+    throw EPO_INPUT_ERROR(where, ": kind = '", kind,
+                          "': expected 'samples' (from epo calibrate bench)");
   Samples s;
   s.file = where;
   if (r.has("context")) {
@@ -116,25 +125,39 @@ nlohmann::json to_json(const Samples& s) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& g : s.gemm) {
     if (g.grouped)
-      arr.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", g.m}, {"num_experts", static_cast<int>(g.count)},
-                     {"hidden", g.k}, {"ffn", g.n / 2.0}, {"time_us", g.time_us}});
+      arr.push_back({{"bench", "grouped_gemm"},
+                     {"tokens_per_expert", g.m},
+                     {"num_experts", static_cast<int>(g.count)},
+                     {"hidden", g.k},
+                     {"ffn", g.n / 2.0},
+                     {"time_us", g.time_us}});
     else
-      arr.push_back({{"bench", "gemm"}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_us", g.time_us}});
+      arr.push_back(
+          {{"bench", "gemm"}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_us", g.time_us}});
   }
   for (const auto& c : s.copy)
     arr.push_back({{"bench", "copy"}, {"bytes", c.bytes}, {"sms", c.sms}, {"time_us", c.time_us}});
   for (const auto& t : s.transport)
-    arr.push_back({{"bench", "transport"}, {"kind", to_string(t.kind)}, {"ep", t.ep},
-                   {"bytes_per_rank", t.bytes_per_rank}, {"sms", t.sms}, {"time_us", t.time_us}});
+    arr.push_back({{"bench", "transport"},
+                   {"kind", to_string(t.kind)},
+                   {"ep", t.ep},
+                   {"bytes_per_rank", t.bytes_per_rank},
+                   {"sms", t.sms},
+                   {"time_us", t.time_us}});
   for (const auto& c : s.contention)
-    arr.push_back({{"bench", "contention"}, {"comm_sms", c.comm_sms},
+    arr.push_back({{"bench", "contention"},
+                   {"comm_sms", c.comm_sms},
                    {"link", c.link == ContentionLink::local ? "local" : "nvlink"},
-                   {"gemm_alone_us", c.gemm_alone_us}, {"comm_alone_us", c.comm_alone_us},
+                   {"gemm_alone_us", c.gemm_alone_us},
+                   {"comm_alone_us", c.comm_alone_us},
                    {"together_us", c.together_us}});
   for (double t : s.launch_us) arr.push_back({{"bench", "launch"}, {"time_us", t}});
   for (double t : s.host_sync_us) arr.push_back({{"bench", "host_sync"}, {"time_us", t}});
-  return {{"schema_version", Samples::kSchemaVersion}, {"kind", "samples"}, {"context", s.context},
-          {"unmeasured", s.unmeasured}, {"samples", arr}};
+  return {{"schema_version", Samples::kSchemaVersion},
+          {"kind", "samples"},
+          {"context", s.context},
+          {"unmeasured", s.unmeasured},
+          {"samples", arr}};
 }
 
 Samples load_samples_file(const std::string& path) {

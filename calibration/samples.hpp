@@ -55,12 +55,14 @@ struct ContentionSample {
   double gemm_alone_us = 0, comm_alone_us = 0, together_us = 0;
   /// Rate at which the GEMMs progress while the communication runs (perf_anchors §6):
   /// (gemm_alone - (together - comm_alone)) / comm_alone.
-  double compute_rate() const { return (gemm_alone_us - (together_us - comm_alone_us)) / comm_alone_us; }
+  double compute_rate() const {
+    return (gemm_alone_us - (together_us - comm_alone_us)) / comm_alone_us;
+  }
 };
 
 struct Samples {
   static constexpr int kSchemaVersion = 1;
-  std::string file;              ///< where they were read from ("" if built in memory)
+  std::string file;  ///< where they were read from ("" if built in memory)
   nlohmann::json context = nlohmann::json::object();
   std::vector<std::string> unmeasured;
   std::vector<GemmSample> gemm;

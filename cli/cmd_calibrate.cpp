@@ -79,14 +79,15 @@ int run_bench(const BenchArgs& a) {
                a.gpus, a.quick ? ", quick" : "");
   nlohmann::json samples;
   try {
-    samples = exec::run_calibration_benchmarks(opt, [](int done, int total, const std::string& what) {
-      std::fprintf(stderr, "  [%4d/%4d] %s\n", done, total, what.c_str());
-    });
+    samples =
+        exec::run_calibration_benchmarks(opt, [](int done, int total, const std::string& what) {
+          std::fprintf(stderr, "  [%4d/%4d] %s\n", done, total, what.c_str());
+        });
   } catch (const Error& e) {
     const std::string what = e.what();
-    for (const char* sign : {"without CUDA", "cudaErrorNoDevice", "cudaErrorInsufficientDriver",
-                             "no CUDA-capable device", "no usable CUDA device",
-                             "driver version is insufficient"})
+    for (const char* sign :
+         {"without CUDA", "cudaErrorNoDevice", "cudaErrorInsufficientDriver",
+          "no CUDA-capable device", "no usable CUDA device", "driver version is insufficient"})
       if (what.find(sign) != std::string::npos)
         throw EPO_RUNTIME_ERROR("epo calibrate bench: no GPU or no CUDA available here (", what,
                                 "). Run it on a machine with a GPU and a CUDA build of EPO; "
@@ -96,7 +97,8 @@ int run_bench(const BenchArgs& a) {
   // Check what we are about to write reads back (the fitters' strict reader).
   const calib::Samples s = calib::samples_from_json(samples, "benchmark output");
   model::write_json_file(a.out, samples);
-  std::fprintf(stderr, "epo calibrate bench: %zu gemm, %zu copy, %zu transport, %zu contention, "
+  std::fprintf(stderr,
+               "epo calibrate bench: %zu gemm, %zu copy, %zu transport, %zu contention, "
                "%zu launch, %zu host_sync samples written to %s\n",
                s.gemm.size(), s.copy.size(), s.transport.size(), s.contention.size(),
                s.launch_us.size(), s.host_sync_us.size(), a.out.c_str());
@@ -105,11 +107,13 @@ int run_bench(const BenchArgs& a) {
 }
 
 int run_fit(const FitArgs& a) {
-  EPO_REQUIRE_INPUT(!a.inputs.empty(), "epo calibrate fit: give the samples file (from epo "
+  EPO_REQUIRE_INPUT(!a.inputs.empty(),
+                    "epo calibrate fit: give the samples file (from epo "
                     "calibrate bench), then any measurement files (from epo run --json)");
   const calib::Samples samples = calib::load_samples_file(a.inputs[0]);
   std::vector<calib::MeasuredRun> runs;
-  for (size_t i = 1; i < a.inputs.size(); ++i) runs.push_back(calib::load_measurement_file(a.inputs[i]));
+  for (size_t i = 1; i < a.inputs.size(); ++i)
+    runs.push_back(calib::load_measurement_file(a.inputs[i]));
   const model::HardwareProfile base = model::load_hardware_preset(a.base);
   const calib::ProfileFit pf =
       calib::fit_profile(base, samples, runs, a.date.empty() ? today_utc() : a.date);
@@ -138,8 +142,9 @@ int run_report(const ReportArgs& a) {
 }  // namespace
 
 void add_calibrate(CLI::App& app, Runner& run) {
-  auto* cal = app.add_subcommand("calibrate", "measure the hardware, fit the cost model, report "
-                                              "the prediction error");
+  auto* cal = app.add_subcommand("calibrate",
+                                 "measure the hardware, fit the cost model, report "
+                                 "the prediction error");
   cal->require_subcommand(1);
 
   auto bench = std::make_shared<BenchArgs>();
@@ -159,7 +164,8 @@ void add_calibrate(CLI::App& app, Runner& run) {
   f->callback([fit, &run] { run = [fit] { return run_fit(*fit); }; });
 
   auto rep = std::make_shared<ReportArgs>();
-  auto* r = cal->add_subcommand("report", "predicted against measured, before and after calibration");
+  auto* r =
+      cal->add_subcommand("report", "predicted against measured, before and after calibration");
   r->add_option("--profile", rep->profile, "calibrated profile JSON")->required();
   r->add_option("measurements", rep->measurements, "measurement JSON files (from epo run --json)")
       ->required();

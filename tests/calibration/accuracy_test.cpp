@@ -31,7 +31,8 @@ MeasuredRun scaled_run(const HardwareProfile& hw, bool overlap, int seq, double 
   const double exposed = p.exposed_comm_us + 0.1 * step;  // 10 % of the measured step
   nlohmann::json ops = {{"mlp/forward", p.op_mean_us.at("mlp/forward") * 0.8},
                         {"dispatch/forward", p.op_mean_us.at("dispatch/forward") * 1.25}};
-  auto j = test::hand_made_measurement(overlap, seq, step, base, exposed, 2.0 * p.peak_memory_bytes, ops);
+  auto j = test::hand_made_measurement(overlap, seq, step, base, exposed, 2.0 * p.peak_memory_bytes,
+                                       ops);
   return measurement_from_json(j, overlap ? "ovl.json" : "base.json");
 }
 
@@ -43,12 +44,12 @@ TEST_CASE("per-run rows carry the errors the measured factors imply") {
   const AccuracyReport rep = accuracy_report(runs, base_hardware("h200-sxm"), hw);
   REQUIRE(rep.runs.size() == 1);
   const auto& r = rep.runs[0];
-  CHECK(row(r, "step_time_us").error_after == Approx(20.0));        // |p - 1.25p| / 1.25p
-  CHECK(row(r, "mlp/forward").error_after == Approx(25.0));         // |p - 0.8p| / 0.8p
-  CHECK(row(r, "dispatch/forward").error_after == Approx(20.0));    // |p - 1.25p| / 1.25p
-  CHECK(row(r, "overlap_gain").error_after == Approx(5.0));         // 0.05 -> 5 pp
-  CHECK(row(r, "exposed_comm_us").error_after == Approx(10.0));     // 0.1 step -> 10 % of step
-  CHECK(row(r, "peak_memory_bytes").error_after == Approx(50.0));   // |p - 2p| / 2p
+  CHECK(row(r, "step_time_us").error_after == Approx(20.0));       // |p - 1.25p| / 1.25p
+  CHECK(row(r, "mlp/forward").error_after == Approx(25.0));        // |p - 0.8p| / 0.8p
+  CHECK(row(r, "dispatch/forward").error_after == Approx(20.0));   // |p - 1.25p| / 1.25p
+  CHECK(row(r, "overlap_gain").error_after == Approx(5.0));        // 0.05 -> 5 pp
+  CHECK(row(r, "exposed_comm_us").error_after == Approx(10.0));    // 0.1 step -> 10 % of step
+  CHECK(row(r, "peak_memory_bytes").error_after == Approx(50.0));  // |p - 2p| / 2p
   // Before (base preset) and after (the same preset as profile) agree.
   CHECK(row(r, "step_time_us").error_before == Approx(row(r, "step_time_us").error_after));
   REQUIRE_FALSE(rep.stats.empty());
@@ -58,7 +59,8 @@ TEST_CASE("per-run rows carry the errors the measured factors imply") {
 
 TEST_CASE("a better profile lowers the errors it reports after calibration") {
   const HardwareProfile truth = epo::model::load_hardware_preset("h200-sxm");
-  const std::vector<MeasuredRun> runs{scaled_run(truth, false, 1024, 1.0), scaled_run(truth, true, 2048, 1.0)};
+  const std::vector<MeasuredRun> runs{scaled_run(truth, false, 1024, 1.0),
+                                      scaled_run(truth, true, 2048, 1.0)};
   HardwareProfile worse = truth;
   worse.gemm_efficiency *= 0.5;
   const AccuracyReport rep = accuracy_report(

@@ -34,9 +34,11 @@ TEST_CASE("epo calibrate fit and report run on the example files") {
   const std::string epo = env("EPO_BIN"), data = EPO_EXAMPLE_DATA_DIR;
   const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
   const std::string profile = dir + "/epo_cli_test_profile.json", log = dir + "/epo_cli_test.log";
-  const std::string runs = data + "/example_measurement_base.json " + data + "/example_measurement_overlap.json";
+  const std::string runs =
+      data + "/example_measurement_base.json " + data + "/example_measurement_overlap.json";
   REQUIRE(run(epo + " calibrate fit " + data + "/example_samples.json " + runs +
-                  " --base h200-sxm --out " + profile, log) == 0);
+                  " --base h200-sxm --out " + profile,
+              log) == 0);
   const std::string fit = slurp(log);
   CHECK(fit.find("fit gemm") != std::string::npos);
   CHECK(fit.find("rel RMS") != std::string::npos);

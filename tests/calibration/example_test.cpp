@@ -37,7 +37,8 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
   for (const auto& [field, how] : committed.provenance) {
     INFO(field);
     REQUIRE(p.provenance.count(field));
-    CHECK((how.rfind("base value kept", 0) == 0) == (p.provenance.at(field).rfind("base value kept", 0) == 0));
+    CHECK((how.rfind("base value kept", 0) == 0) ==
+          (p.provenance.at(field).rfind("base value kept", 0) == 0));
   }
   for (const auto& f : pf.fits) CHECK(f.quality.num_points > 0);
 }

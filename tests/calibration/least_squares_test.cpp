@@ -36,7 +36,8 @@ TEST_CASE("levenberg_marquardt fits a power law and respects the domain") {
   pb.upper = Eigen::Vector2d(1, 2);
   pb.residuals = [&](const Eigen::VectorXd& p) {
     Eigen::VectorXd r(xs.size());
-    for (size_t i = 0; i < xs.size(); ++i) r(i) = p(0) * std::pow(xs[i], p(1)) - 0.07 * std::pow(xs[i], 0.6);
+    for (size_t i = 0; i < xs.size(); ++i)
+      r(i) = p(0) * std::pow(xs[i], p(1)) - 0.07 * std::pow(xs[i], 0.6);
     return r;
   };
   const auto res = levenberg_marquardt(pb, Eigen::Vector2d(0.5, 1.5));

@@ -10,7 +10,8 @@
 
 using namespace epo::calib;
 
-TEST_CASE("measurement_from_json reads summary, layers and per-op means from the baseline records") {
+TEST_CASE(
+    "measurement_from_json reads summary, layers and per-op means from the baseline records") {
   const auto j = test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9,
                                              {{"dispatch/forward", 40.0}, {"mlp/forward", 100.0}});
   const MeasuredRun m = measurement_from_json(j, "m.json");
@@ -42,7 +43,8 @@ TEST_CASE("measurement_from_json rejects unknown keys and ops") {
 TEST_CASE("measured_config keeps the measured layers and drops the stand-in head") {
   const auto hw = epo::model::load_hardware_preset("h100-sxm");
   const MeasuredRun m = measurement_from_json(
-      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}, true), "m.json");
+      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}, true),
+      "m.json");
   const auto c = measured_config(m, hw);
   CHECK(c.model.num_layers == 2);
   CHECK(c.model.vocab_size == 1);
@@ -73,7 +75,8 @@ TEST_CASE("predict_measured: fewer layers predict less; unexecuted head time is 
   // head kernels of every micro-batch.
   const auto c = measured_config(two, hw);
   const auto full = epo::model::predict(c);
-  const double head = full.costs.embedding_fwd.duration_us() + full.costs.embedding_bwd.duration_us() +
+  const double head = full.costs.embedding_fwd.duration_us() +
+                      full.costs.embedding_bwd.duration_us() +
                       full.costs.lm_head_fwd.duration_us() + full.costs.lm_head_bwd.duration_us();
   CHECK(p2.step_time_us == Approx(full.step_time_us - 4 * head));
   CHECK(p2.peak_memory_bytes == Approx(full.memory.total_bytes));
@@ -81,7 +84,8 @@ TEST_CASE("predict_measured: fewer layers predict less; unexecuted head time is 
 
 TEST_CASE("run_label names the varied settings") {
   const MeasuredRun m = measurement_from_json(
-      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}), "m.json");
+      test::hand_made_measurement(true, 2048, 1000, 1100, 50, 2e9, {{"mlp/forward", 100.0}}),
+      "m.json");
   const std::string l = run_label(m);
   CHECK(l.find("tiny") != std::string::npos);
   CHECK(l.find("r4v") != std::string::npos);
@@ -99,7 +103,8 @@ TEST_CASE("refine_on_runs recovers the GEMM rate and kernel cost the op means we
   for (int seq : {1024, 4096})
     for (bool overlap : {false, true}) {
       MeasuredRun m = measurement_from_json(
-          test::hand_made_measurement(overlap, seq, 1000, 1000, 0, 1e9, {{"mlp/forward", 1.0}}), "m.json");
+          test::hand_made_measurement(overlap, seq, 1000, 1000, 0, 1e9, {{"mlp/forward", 1.0}}),
+          "m.json");
       m.op_mean_us.clear();
       for (const auto& [key, us] : predict_measured(m, truth).op_mean_us) m.op_mean_us[key] = us;
       runs.push_back(m);

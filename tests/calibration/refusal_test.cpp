@@ -20,7 +20,9 @@ const FittedField& field(const Fit& f, const std::string& name) {
   return f.fields.front();
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -59,7 +61,8 @@ TEST_CASE("a negative NCCL latency is refused; the efficiency is refitted with t
   Samples s;
   for (double mib : {64.0, 128.0, 256.0, 512.0, 1024.0}) {
     const double bpr = mib * (1 << 20);
-    s.transport.push_back({TransportKind::nccl, 2, bpr, 0, -8.0 + bpr / 2 / (t.nvlink_gbps * 0.7 * 1e3)});
+    s.transport.push_back(
+        {TransportKind::nccl, 2, bpr, 0, -8.0 + bpr / 2 / (t.nvlink_gbps * 0.7 * 1e3)});
   }
   const Fit f = fit_nccl(t, s);
   const auto& lat = field(f, "nccl_latency_us");

@@ -43,8 +43,8 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
   // (these shapes are all compute-bound) + launch.
   auto f = [&](double x) { return x / (x + t.gemm_half_dim); };
   auto gemm_us = [&](double m, double nn, double k, double count) {
-    const double eff = std::min(t.gemm_efficiency,
-                                t.gemm_efficiency * f(m) * f(nn) * f(k) / std::pow(f(8192), 3));
+    const double eff =
+        std::min(t.gemm_efficiency, t.gemm_efficiency * f(m) * f(nn) * f(k) / std::pow(f(8192), 3));
     return 2 * m * nn * k * count / (t.bf16_tflops * eff * 1e6) + t.kernel_launch_us;
   };
   for (double m : {512.0, 2048.0, 8192.0, 16384.0})
@@ -62,21 +62,25 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
   const double cap = t.hbm_gbps * t.hbm_efficiency / 2;
   for (int sms : {4, 8, 16, 32, 64, 132}) {
     const double bytes = 1 << 30;
-    s.copy.push_back({bytes, sms, n(bytes / (std::min(sms * t.local_copy_gbps_per_sm, cap) * 1e3) + t.kernel_launch_us)});
+    s.copy.push_back(
+        {bytes, sms,
+         n(bytes / (std::min(sms * t.local_copy_gbps_per_sm, cap) * 1e3) + t.kernel_launch_us)});
   }
   // Local transport: every one of ep ranks copies all of its bytes_per_rank at once.
   for (int ep : {2, 4, 8}) {
     const double bpr = 32.0 * (1 << 20);
     const int sms = 8;
     const double bw = std::min(std::min(132, ep * sms) * t.local_copy_gbps_per_sm, cap);
-    s.transport.push_back({TransportKind::local, ep, bpr, sms, n(ep * bpr / (bw * 1e3) + t.kernel_launch_us)});
+    s.transport.push_back(
+        {TransportKind::local, ep, bpr, sms, n(ep * bpr / (bw * 1e3) + t.kernel_launch_us)});
   }
   // NCCL: latency + remote bytes / (nvlink * eff).
   for (double mib : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0})
     for (int ep : {2, 4}) {
       const double bpr = mib * (1 << 20);
       s.transport.push_back({TransportKind::nccl, ep, bpr, 0,
-                             n(t.nccl_latency_us + bpr * (ep - 1.0) / ep / (t.nvlink_gbps * t.nccl_efficiency * 1e3))});
+                             n(t.nccl_latency_us +
+                               bpr * (ep - 1.0) / ep / (t.nvlink_gbps * t.nccl_efficiency * 1e3))});
     }
   // Flex over NVLink: nvlink latency + launch + remote bytes / min(sms * per_sm, nvlink * eff).
   for (int sms : {2, 4, 6, 16, 32, 64}) {
@@ -88,8 +92,9 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
   // Contention: GEMMs at rate 1 - a c^b while a comm of length C runs inside them:
   // together = C + (G - rate * C).
   for (int c : {4, 8, 16, 32, 64, 132}) {
-    for (auto [link, a, b] : {std::make_tuple(ContentionLink::local, t.contention_coeff, t.contention_exp),
-                              std::make_tuple(ContentionLink::nvlink, t.nvl_contention_coeff, t.nvl_contention_exp)}) {
+    for (auto [link, a, b] :
+         {std::make_tuple(ContentionLink::local, t.contention_coeff, t.contention_exp),
+          std::make_tuple(ContentionLink::nvlink, t.nvl_contention_coeff, t.nvl_contention_exp)}) {
       const double gemm = 16000, comm = 2000 + 20000.0 / c;
       const double rate = n(1.0 - a * std::pow(c, b));
       s.contention.push_back({c, link, gemm, comm, comm + gemm - rate * comm});
