@@ -213,10 +213,14 @@ Timing type_timing(Workspace& ws, const Config& cfg, const StepCosts& costs, boo
 int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped) {
   const int P = cfg.par.pp, V = cfg.par.vpp, M = cfg.par.num_microbatches();
   const std::vector<int> stage_layers = layers_per_virtual_stage(cfg.model.num_layers, P, V);
-  auto layers = [&](int chunk) {
+  // Layers per chunk, looked up once: the walk below visits every step of the rank.
+  thread_local std::vector<int> chunk_layers;
+  chunk_layers.resize(static_cast<std::size_t>(V));
+  for (int chunk = 0; chunk < V; ++chunk) {
     const ChunkShape c = chunk_shape(cfg, stage_layers, pp_rank, chunk);
-    return c.num_layers + (c.mtp ? 1 : 0);
-  };
+    chunk_layers[static_cast<std::size_t>(chunk)] = c.num_layers + (c.mtp ? 1 : 0);
+  }
+  auto layers = [&](int chunk) { return chunk_layers[static_cast<std::size_t>(chunk)]; };
   const int total = M * V;
   const int warmup = megatron_num_warmup(P, V, M, pp_rank, overlapped, P);
   int alive = 0, peak = 0;

@@ -12,6 +12,7 @@
 
 #include "model/config.hpp"
 #include "model/cost.hpp"
+#include "model/prediction.hpp"
 #include "model/schedule.hpp"
 #include "model/simulate.hpp"
 
@@ -38,5 +39,11 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
 /// Peak layer activations of one rank from Megatron's step order alone (no op list): the same
 /// count as activation_peak_layers(build_schedule(cfg, pp_rank, overlapped)).
 int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped);
+
+/// predict(cfg, PredictMode::fast) without the non-overlapped baseline: step time, exposed
+/// communication, throughput and memory are the same; baseline_step_time_us,
+/// baseline_exposed_comm_us and overlap_gain are 0. What the planner needs to rank candidates,
+/// at about half the cost for overlapped configurations.
+Prediction predict_fast_ranking(const Config& cfg);
 
 }  // namespace epo::model

@@ -2,6 +2,7 @@
 // PredictMode::full simulates the whole schedule of every pipeline rank (model/simulate.hpp) for
 // the configuration and for its non-overlapped baseline; PredictMode::fast evaluates both with the
 // steady-state fast path (model/fast_path.hpp), which agrees with the simulation within ~1%.
+// predict_fast_ranking() is fast mode without the baseline, for the planner's ranking.
 #include "model/prediction.hpp"
 
 #include <algorithm>
@@ -11,7 +12,10 @@
 
 namespace epo::model {
 
-Prediction predict(const Config& cfg, PredictMode mode) {
+namespace {
+
+/// predict() with the baseline evaluated only when `with_baseline` (fast mode only).
+Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline) {
   Prediction pr;
   pr.costs = compute_step_costs(cfg);
   const StepCosts& sc = pr.costs;
@@ -19,8 +23,9 @@ Prediction predict(const Config& cfg, PredictMode mode) {
   const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm;
   // The baseline is the same configuration with the overlap options off (its own op costs:
   // without delay_wgrad_compute the weight gradients are part of the backward nodes).
-  const Config base_cfg = baseline_config(cfg);
-  const StepCosts base_costs = overlap ? compute_step_costs(base_cfg) : sc;
+  const bool need_base = mode == PredictMode::full || with_baseline;
+  const Config base_cfg = need_base ? baseline_config(cfg) : cfg;
+  const StepCosts base_costs = overlap && need_base ? compute_step_costs(base_cfg) : sc;
 
   double step = 0, base = 0, exposed = 0, base_exposed = 0, in_flight = 0;
   if (mode == PredictMode::full) {
@@ -38,7 +43,8 @@ Prediction predict(const Config& cfg, PredictMode mode) {
   } else {
     pr.method = "fast-path";
     const FastResult f = fast_step(cfg, sc, overlap);
-    const FastResult b = overlap ? fast_step(base_cfg, base_costs, false) : f;
+    const FastResult b =
+        overlap && with_baseline ? fast_step(base_cfg, base_costs, false) : f;
     step = static_cast<double>(f.step_ns);
     base = static_cast<double>(b.step_ns);
     exposed = static_cast<double>(f.exposed_ep_comm_ns);
@@ -62,7 +68,20 @@ Prediction predict(const Config& cfg, PredictMode mode) {
   pr.mfu = pr.model_tflops_per_gpu / cfg.hw.peak_tflops(cfg.opt.precision == Precision::fp8);
   // Activations alive at the peak come from the schedule (first stage).
   pr.memory = estimate_memory(cfg, in_flight);
+  if (!need_base) {
+    pr.baseline_step_time_us = 0;
+    pr.overlap_gain = 0;
+    pr.baseline_exposed_comm_us = 0;
+  }
   return pr;
+}
+
+}  // namespace
+
+Prediction predict(const Config& cfg, PredictMode mode) { return predict_impl(cfg, mode, true); }
+
+Prediction predict_fast_ranking(const Config& cfg) {
+  return predict_impl(cfg, PredictMode::fast, false);
 }
 
 }  // namespace epo::model

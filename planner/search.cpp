@@ -59,7 +59,7 @@ void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
       std::string model_error;
       bool have_pred = false;
       try {
-        pred = model::predict(work, model::PredictMode::fast);
+        pred = model::predict_fast_ranking(work);
         have_pred = true;
       } catch (const std::exception& e) {
         model_error = std::string("model: ") + e.what();
@@ -222,7 +222,7 @@ void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,
       apply_candidate(work, cands[static_cast<size_t>(b.idx)]);
       model::Prediction pred;
       try {
-        pred = model::predict(work, model::PredictMode::fast);
+        pred = model::predict_fast_ranking(work);
       } catch (const std::exception& e) {
         ++out.evaluated;
         ++out.rejected[std::string("model: ") + e.what()];
