@@ -25,8 +25,10 @@ model::Config with_layers(const model::Config& cfg, int layers) {
     c.model.num_layers = layers;
     c.model.first_k_dense_layers = std::min(c.model.first_k_dense_layers, layers);
   }
-  // The executor runs decoder layers only; MTP layers would need their own embedding path.
+  // The executor runs decoder layers only; MTP layers would need their own embedding path, and
+  // the embedding and LM head are a seeded input and output gradient.
   c.model.mtp_num_layers = 0;
+  c.decoder_only = true;
   c.derive_and_check();
   return c;
 }

@@ -314,7 +314,10 @@ void dispatch_bwd(Group& g, int op_index, int mb, int layer) {
 }
 
 void grad_reduce(Group& g, int layer) {
+  // Virtual ranks share one GPU and have no communicator (flex among them uses peer pointers).
   if (g.transport == Transport::local) return;
+  for (RankState* rs : g.ranks)
+    if (rs->nccl == nullptr) return;
   for (RankState* rs : g.ranks) {
     ScopedOp scope(rs->rank(), op_context().op);
     const int first = layer < 0 ? 0 : layer;

@@ -84,6 +84,9 @@ struct Config {
   /// single-GPU mode): compute of all ranks shares the device and the EP transport is a local copy
   /// kernel. Must equal num_gpus when set.
   int virtual_ranks = 0;
+  /// The step runs decoder layers only: no embedding and no LM head/loss (what `epo run`
+  /// executes), so predictions compare like with like.
+  bool decoder_only = false;
   Parallel par;
   Options opt;
 

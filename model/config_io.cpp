@@ -142,6 +142,7 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
   }
   c.num_gpus = r.require_int("gpus", 1, 1 << 20);
   c.virtual_ranks = r.get_int("virtual_ranks", 0, 0, 1024);
+  c.decoder_only = r.get_bool("decoder_only", false);
   if (r.has("parallel")) {
     auto p = r.object("parallel");
     c.par.tp = p.get_int("tp", 1, 1, 1024);
@@ -206,6 +207,7 @@ nlohmann::json to_json(const Config& c) {
   j["hardware"] = to_json(c.hw);
   j["gpus"] = c.num_gpus;
   if (c.virtual_ranks > 0) j["virtual_ranks"] = c.virtual_ranks;
+  if (c.decoder_only) j["decoder_only"] = true;
   const Parallel& p = c.par;
   j["parallel"] = {{"tp", p.tp},
                    {"pp", p.pp},

@@ -80,12 +80,14 @@ class Builder {
     if (cfg_.virtual_ranks > 0) {
       // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() SMs and
       // all ranks copy at once, bounded by HBM (each byte is read and written).
-      c.hbm_bytes = 2.0 * payload * remote_copies * s_.load_factor;
+      // The executor's local transport copies the own-rank share too, so all copies count.
+      const double copies = pairs_per_token;
+      c.hbm_bytes = 2.0 * payload * copies * s_.load_factor;
       c.num_kernels = 1;
       const double sms = std::min<double>(hw_.num_sms, share_ * comm_sms());
       const double bw = std::min(sms * hw_.local_copy_gbps_per_sm,
                                  hw_.hbm_gbps * hw_.hbm_efficiency / 2.0);
-      c.duration_us = hw_.kernel_launch_us + share_ * payload * remote_copies * s_.load_factor / (bw * 1e3);
+      c.duration_us = hw_.kernel_launch_us + share_ * payload * copies * s_.load_factor / (bw * 1e3);
       return c;
     }
     const int D = s_.ep_domains;

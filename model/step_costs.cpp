@@ -45,6 +45,16 @@ StepCosts compute_step_costs(const Config& cfg) {
       {b.gemm("lm_head.dgrad", T, h, V / p.tp, heads), b.gemm("lm_head.wgrad", h, V / p.tp, T, heads),
        b.mem("loss.softmax.bwd", heads * T * V / p.tp * 4 * 2)});
 
+  if (cfg.decoder_only) {
+    // Only decoder layers run: the embedding and LM head ops keep their kinds but cost nothing.
+    for (OpCost* op : {&sc.embedding_fwd, &sc.embedding_bwd, &sc.lm_head_fwd, &sc.lm_head_bwd}) {
+      const OpKind kind = op->kind;
+      const Direction dir = op->dir;
+      *op = OpCost{};
+      op->kind = kind;
+      op->dir = dir;
+    }
+  }
   // Pipeline transfer of one micro-batch's activations between stages.
   {
     const double bytes = T * h * 2 / (p.sequence_parallel ? p.tp : 1);
@@ -78,6 +88,7 @@ StepCosts compute_step_costs(const Config& cfg) {
     e.name = "dp.expert";
     e.duration_us = ring_time_us(cfg.hw, g.expert * per_param / 2, expert_group, expert_net) * 2;
     (expert_net ? e.net_bytes : e.nvl_bytes) = expert_group > 1 ? g.expert * per_param : 0;
+    if (cfg.virtual_ranks > 0) d = e = Component{};  // ranks on one GPU share no gradients to reduce
     sc.dp_grad_reduce = Builder::assemble(OpKind::dp_grad_reduce, Direction::backward, StreamKind::comm, {d, e});
     sc.dp_grad_reduce.link = dense_net || expert_net ? LinkClass::network : LinkClass::nvlink;
     sc.dp_grad_reduce.sms = 16;
