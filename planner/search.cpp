@@ -16,6 +16,7 @@
 #include "model/memory.hpp"
 #include "model/schedule.hpp"
 #include "planner/search.hpp"
+#include "planner/step_bound.hpp"
 
 namespace epo::planner {
 
@@ -89,7 +90,7 @@ struct Bounded {
   long long idx;
   double step_lb_us;   ///< no prediction can be faster
   double mem_lb_bytes; ///< no prediction needs less
-  bool reference;      ///< alltoall without overlap: always evaluated (the reference plans)
+  bool reference;      ///< alltoall without overlap (the reference plans)
   int group;           ///< 0 alltoall, 1 flex (the "other dispatcher" groups)
 };
 
@@ -108,25 +109,6 @@ double in_flight_lower_bound(const Config& cfg) {
   const double per_chunk = static_cast<double>(std::max(1, total)) / v;
   return model::activation_peak_layers_fast(cfg, 0, cfg.opt.overlap_moe_expert_parallel_comm) /
          per_chunk;
-}
-
-/// Lower bound of the step time: the compute stream of the first pipeline rank runs, one after
-/// the other, the forward, backward and weight-gradient compute of every micro-batch through its
-/// layers (contention only makes them longer). Uneven pipeline splits take up to one layer off
-/// each end of a stage; the 0.9 factor leaves room for rounding in the model's evaluation.
-double step_lower_bound_us(const Config& cfg, const model::StepCosts& sc) {
-  auto compute_ns = [](const model::LayerCosts& l) {
-    double t = 0;
-    for (const auto& op : l.ops)
-      if (op.stream == model::StreamKind::compute) t += static_cast<double>(op.duration_ns);
-    return t;
-  };
-  const auto& m = cfg.model;
-  double per_layer = compute_ns(m.num_experts > 0 ? sc.moe_layer : sc.dense_layer);
-  if (m.first_k_dense_layers > 0) per_layer = std::min(per_layer, compute_ns(sc.dense_layer));
-  const int layers = std::max(0, m.num_layers / cfg.par.pp - 2 * cfg.par.vpp);
-  const double m_count = std::max(1, cfg.par.num_microbatches());
-  return 0.9 * m_count * layers * per_layer / 1000.0;
 }
 
 /// Fast mode, phase 1: rules, memory lower bound, step-time lower bound.
@@ -173,7 +155,8 @@ class Incumbents {
   explicit Incumbents(size_t keep) : keep_(keep) {}
   bool can_skip(const Bounded& b) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (b.reference || best_.size() < keep_ || best_.top() >= b.step_lb_us) return false;
+    if (b.reference && !(reference_best_ < b.step_lb_us)) return false;
+    if (best_.size() < keep_ || best_.top() >= b.step_lb_us) return false;
     if (!(group_best_[b.group] < b.step_lb_us)) return false;
     for (const auto& [step, mem] : front_)
       if (step < b.step_lb_us && mem < b.mem_lb_bytes) return true;
@@ -184,6 +167,7 @@ class Incumbents {
     best_.push(step_us);
     if (best_.size() > keep_) best_.pop();
     group_best_[b.group] = std::min(group_best_[b.group], step_us);
+    if (b.reference) reference_best_ = std::min(reference_best_, step_us);
     for (const auto& [s, m] : front_)
       if (s <= step_us && m <= mem_bytes) return;
     front_.erase(std::remove_if(front_.begin(), front_.end(),
@@ -199,6 +183,7 @@ class Incumbents {
   size_t keep_;
   std::priority_queue<double> best_;  ///< the `keep_` smallest step times
   double group_best_[2] = {1e300, 1e300};
+  double reference_best_ = 1e300;  ///< best alltoall plan without overlap
   std::vector<std::pair<double, double>> front_;
 };
 
@@ -239,6 +224,34 @@ void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,
     }
     done.fetch_add(end - begin);
   }
+}
+
+/// Predicts the candidates `wanted` selects that are not among `feasible` (fast mode skipped
+/// them), with the same filters as exhaustive evaluation; returns those that pass.
+template <typename Wanted>
+std::vector<Summary> evaluate_missing(const SearchSpec& spec, const std::vector<Candidate>& cands,
+                                      const std::vector<Summary>& feasible, const Wanted& wanted,
+                                      long long& evaluated) {
+  std::vector<Summary> out;
+  Config work = spec.base;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!wanted(cands[i])) continue;
+    const long long idx = static_cast<long long>(i);
+    if (std::any_of(feasible.begin(), feasible.end(),
+                    [&](const Summary& s) { return s.idx == idx; }))
+      continue;
+    apply_candidate(work, cands[i]);
+    if (first_error(work, spec.ctx)) continue;
+    try {
+      const model::Prediction pred = model::predict_fast_ranking(work);
+      ++evaluated;
+      if (pred.memory.fits)
+        out.push_back({idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+    } catch (const std::exception&) {
+      ++evaluated;  // the model rejects it, as exhaustive evaluation would
+    }
+  }
+  return out;
 }
 
 bool better(const Summary& a, const Summary& b) {
@@ -385,14 +398,21 @@ SearchResult search(const SearchSpec& spec) {
     const Summary* base = nullptr;
     const Summary* same = nullptr;
     const Summary* other = nullptr;
+    auto same_layout_reference = [&](const Candidate& c) {
+      return c.tp == wc.tp && c.pp == wc.pp && c.vpp == wc.vpp && c.cp == wc.cp && c.ep == wc.ep &&
+             c.etp == wc.etp && c.mbs == wc.mbs && c.recompute == wc.recompute &&
+             c.cuda_graph == wc.cuda_graph && dispatch_class(c) == 0 && !c.overlap;
+    };
+    // The bounds may have skipped the winner's own layout without overlap: evaluate it now.
+    const std::vector<Summary> same_extra =
+        spec.exhaustive ? std::vector<Summary>{}
+                        : evaluate_missing(spec, cands, feas, same_layout_reference, res.evaluated);
+    for (const auto& s : same_extra)
+      if (!same || better(s, *same)) same = &s;
     for (const auto& s : feas) {
       const Candidate& c = cands[static_cast<size_t>(s.idx)];
       if (dispatch_class(c) == 0 && !c.overlap && (!base || better(s, *base))) base = &s;
-      const bool same_layout = c.tp == wc.tp && c.pp == wc.pp && c.vpp == wc.vpp && c.cp == wc.cp &&
-                               c.ep == wc.ep && c.etp == wc.etp && c.mbs == wc.mbs &&
-                               c.recompute == wc.recompute && c.cuda_graph == wc.cuda_graph;
-      if (same_layout && dispatch_class(c) == 0 && !c.overlap && (!same || better(s, *same)))
-        same = &s;
+      if (same_layout_reference(c) && (!same || better(s, *same))) same = &s;
       const bool other_class = winner_class == 0 ? dispatch_class(c) != 0 : dispatch_class(c) == 0;
       if (other_class && (!other || better(s, *other))) other = &s;
     }

@@ -1,0 +1,142 @@
+// The search's step-time lower bound. Why it holds, per pipeline rank:
+//  - A forward (or backward) step without a partner is one micro-batch's dependency chain:
+//    attention, dispatch, experts, combine, next layer. The compute stream idles while the
+//    dispatch and combine run, except at the step's ends, where one communication op may overlap
+//    the neighbouring step, and, with delayed weight gradients, where wgrad kernels fill gaps.
+//  - Combined steps (overlap) hide communication; only their compute counts.
+//  - Each stream is FIFO, so a rank's span is at least either stream's work.
+//  - The rank's first step waits for micro-batch 0's forward through the earlier stages; the
+//    last backward of chunk 0 must then pass back through them (pipeline fill and drain).
+// Contention only stretches ops and host syncs only delay them; kSlack covers the fast path's
+// rounding and extrapolation (tests/planner asserts bound <= prediction over a broad suite).
+#include "planner/step_bound.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "model/schedule.hpp"
+
+namespace epo::planner {
+
+namespace {
+
+constexpr double kSlack = 0.98;
+
+/// Per-layer sums of one layer kind, in nanoseconds.
+struct LayerSums {
+  double compute_f = 0;  ///< forward compute-stream work
+  double compute_b = 0;  ///< backward + weight-gradient compute-stream work
+  double wgrad = 0;      ///< weight-gradient compute (a separate, movable op when delayed)
+  double comm_f = 0;     ///< forward communication-stream work (dispatch + combine)
+  double comm_b = 0;
+  double max_comm_f = 0, max_comm_b = 0;  ///< the largest single communication op
+};
+
+LayerSums sums_of(const model::LayerCosts& l) {
+  LayerSums s;
+  for (const auto& op : l.ops) {
+    const double d = static_cast<double>(op.duration_ns);
+    const bool fwd = op.dir == model::Direction::forward;
+    if (op.stream == model::StreamKind::compute) {
+      (fwd ? s.compute_f : s.compute_b) += d;
+      if (op.dir == model::Direction::wgrad) s.wgrad += d;
+    } else if (op.kind == model::OpKind::dispatch || op.kind == model::OpKind::combine) {
+      (fwd ? s.comm_f : s.comm_b) += d;
+      double& m = fwd ? s.max_comm_f : s.max_comm_b;
+      m = std::max(m, d);
+    }
+  }
+  return s;
+}
+
+double compute_of(const model::OpCost& op) {
+  return op.stream == model::StreamKind::compute ? static_cast<double>(op.duration_ns) : 0.0;
+}
+
+/// Sums of one chunk (virtual stage) of a rank for one micro-batch.
+struct ChunkSums {
+  double compute_f = 0, compute_b = 0, wgrad = 0, comm_f = 0, comm_b = 0;
+  double chain_gap_f = 0;  ///< communication a lone forward step waits for
+  double chain_gap_b = 0;  ///< the same for a lone backward step
+};
+
+}  // namespace
+
+double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& costs) {
+  const int P = cfg.par.pp, V = cfg.par.vpp;
+  const int M = std::max(1, cfg.par.num_microbatches());
+  const bool overlapped = cfg.opt.overlap_moe_expert_parallel_comm;
+  const bool delayed_wgrad = overlapped && cfg.opt.delay_wgrad_compute;
+  const LayerSums moe = sums_of(costs.moe_layer), dense = sums_of(costs.dense_layer);
+  const LayerSums mtp = sums_of(costs.mtp_layer);
+  const std::vector<int> stage_layers = model::layers_per_virtual_stage(cfg.model.num_layers, P, V);
+  const int stages = P * V;
+  std::vector<ChunkSums> chunk(static_cast<std::size_t>(stages));  // [stage = chunk * P + rank]
+  int first_layer = 0;
+  for (int st = 0; st < stages; ++st) {
+    ChunkSums& c = chunk[static_cast<std::size_t>(st)];
+    double max_f = 0, max_b = 0;
+    for (int l = first_layer; l < first_layer + stage_layers[static_cast<std::size_t>(st)]; ++l) {
+      const LayerSums& s =
+          cfg.model.num_experts > 0 && cfg.model.is_moe_layer(l) ? moe : dense;
+      c.compute_f += s.compute_f;
+      c.compute_b += s.compute_b;
+      c.wgrad += s.wgrad;
+      c.comm_f += s.comm_f;
+      c.comm_b += s.comm_b;
+      max_f = std::max(max_f, s.max_comm_f);
+      max_b = std::max(max_b, s.max_comm_b);
+    }
+    first_layer += stage_layers[static_cast<std::size_t>(st)];
+    if (st == 0) {
+      c.compute_f += compute_of(costs.embedding_fwd);
+      c.compute_b += compute_of(costs.embedding_bwd);
+    }
+    if (st == stages - 1) {
+      c.compute_f += compute_of(costs.lm_head_fwd);
+      c.compute_b += compute_of(costs.lm_head_bwd);
+      if (cfg.model.mtp_num_layers > 0) {
+        // The MTP layer's compute only: its communication is left out of the chains.
+        c.compute_f += mtp.compute_f;
+        c.compute_b += mtp.compute_b;
+        c.wgrad += mtp.wgrad;
+      }
+    }
+    c.chain_gap_f = std::max(0.0, c.comm_f - max_f);
+    c.chain_gap_b = std::max(0.0, c.comm_b - max_b - (delayed_wgrad ? c.wgrad : 0.0));
+  }
+  auto at = [&](int rank, int v) -> const ChunkSums& {
+    return chunk[static_cast<std::size_t>(v * P + rank)];
+  };
+  double best = 0, fill = 0, drain = 0;
+  for (int r = 0; r < P; ++r) {
+    double compute = 0, comm = 0, min_gap_f = 1e300, min_gap_b = 1e300;
+    for (int v = 0; v < V; ++v) {
+      const ChunkSums& c = at(r, v);
+      compute += c.compute_f + c.compute_b;
+      comm += c.comm_f + c.comm_b;
+      min_gap_f = std::min(min_gap_f, c.chain_gap_f);
+      min_gap_b = std::min(min_gap_b, c.chain_gap_b);
+    }
+    compute *= M;
+    comm *= M;
+    if (overlapped) {
+      // Warm-up forwards and cool-down backwards run alone; the rest are combined steps.
+      const int warmup = model::megatron_num_warmup(P, V, M, r, true, P);
+      compute += warmup * (min_gap_f + min_gap_b);
+    } else {
+      double gaps = 0;
+      for (int v = 0; v < V; ++v) gaps += at(r, v).chain_gap_f + at(r, v).chain_gap_b;
+      compute += M * gaps;
+    }
+    best = std::max(best, fill + std::max(compute, comm) + drain);
+    // Micro-batch 0's forward and the last backward of chunk 0 through this rank, for the next.
+    const ChunkSums& c0 = at(r, 0);
+    fill += c0.compute_f + c0.chain_gap_f;
+    drain += c0.compute_b - (delayed_wgrad ? c0.wgrad : 0.0) + c0.chain_gap_b;
+  }
+  if (!cfg.opt.overlap_grad_reduce) best += static_cast<double>(costs.dp_grad_reduce.duration_ns);
+  return kSlack * best / 1000.0;
+}
+
+}  // namespace epo::planner
