@@ -133,7 +133,9 @@ void run_group(const Plan& p, Group& g, Shared& shared, const std::function<void
     phase(p.other, false, p.opt.iters, true, p.opt.check ? &shared.cap_other : nullptr);
   else if (p.opt.check)
     phase(p.other, true, 1, false, &shared.cap_other);
-  if (p.transport != Transport::local && p.opt.raw_alltoall) {
+  // The raw NCCL reference needs a communicator: GPUs, not virtual ranks (flex among virtual
+  // ranks uses peer pointers only).
+  if (p.transport != Transport::local && p.opt.raw_alltoall && g.ranks[0]->nccl != nullptr) {
     const auto& sh = p.sh;
     const double us = raw_alltoall(*g.ranks[0], static_cast<std::int64_t>(sh.tokens) * sh.topk *
                                                     sh.hidden * 2);
