@@ -44,6 +44,32 @@ StepRef step_at(int idx, int total, int warmup, bool overlapped) {
   return s;
 }
 
+/// Megatron's (micro-batch, chunk) of the k-th forward, k < M*V, tabulated once per (M, V, P):
+/// the step walks visit every step and look it up instead of dividing. A backward's chunk is
+/// V-1 minus the forward's (megatron_virtual_microbatch).
+const std::vector<VirtualMicrobatch>& forward_table(int M, int V, int P) {
+  struct Cache {
+    int M = -1, V = -1, P = -1;
+    std::vector<VirtualMicrobatch> table;
+  };
+  thread_local Cache cache;
+  if (cache.M != M || cache.V != V || cache.P != P) {
+    cache.table.resize(static_cast<std::size_t>(M) * V);
+    for (int k = 0; k < M * V; ++k)
+      cache.table[static_cast<std::size_t>(k)] = megatron_virtual_microbatch(k, true, M, V, P);
+    cache.M = M;
+    cache.V = V;
+    cache.P = P;
+  }
+  return cache.table;
+}
+
+VirtualMicrobatch lookup(const std::vector<VirtualMicrobatch>& table, int k, bool forward, int V) {
+  VirtualMicrobatch v = table[static_cast<std::size_t>(k)];
+  if (!forward) v.chunk = V - 1 - v.chunk;
+  return v;
+}
+
 /// Layer counts of a chunk shape that decide its cost.
 struct ShapeSig {
   int dense = 0, moe = 0;
@@ -220,19 +246,39 @@ int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped)
     const ChunkShape c = chunk_shape(cfg, stage_layers, pp_rank, chunk);
     chunk_layers[static_cast<std::size_t>(chunk)] = c.num_layers + (c.mtp ? 1 : 0);
   }
+  // The planner asks for the same layout with many option sets in a row: remember the last.
+  struct Memo {
+    int P = -1, V = -1, M = -1, rank = -1;
+    bool overlapped = false;
+    std::vector<int> chunk_layers;
+    int peak = 0;
+  };
+  thread_local Memo memo;
+  if (memo.P == P && memo.V == V && memo.M == M && memo.rank == pp_rank &&
+      memo.overlapped == overlapped && memo.chunk_layers == chunk_layers) {
+    return memo.peak;
+  }
   auto layers = [&](int chunk) { return chunk_layers[static_cast<std::size_t>(chunk)]; };
+  const auto& table = forward_table(M, V, P);
   const int total = M * V;
   const int warmup = megatron_num_warmup(P, V, M, pp_rank, overlapped, P);
   int alive = 0, peak = 0;
   for (int idx = 0; idx < num_steps(total, warmup, overlapped); ++idx) {
     const StepRef s = step_at(idx, total, warmup, overlapped);
-    const int nf = s.f >= 0 ? layers(megatron_virtual_microbatch(s.f, true, M, V, P).chunk) : 0;
-    const int nb = s.b >= 0 ? layers(megatron_virtual_microbatch(s.b, false, M, V, P).chunk) : 0;
+    const int nf = s.f >= 0 ? layers(lookup(table, s.f, true, V).chunk) : 0;
+    const int nb = s.b >= 0 ? layers(lookup(table, s.b, false, V).chunk) : 0;
     const int both = std::min(nf, nb);
     if (both > 0) peak = std::max(peak, alive + 1);  // each f layer's pre_dispatch precedes b's
     alive += nf - nb;
     peak = std::max(peak, alive);
   }
+  memo.P = P;
+  memo.V = V;
+  memo.M = M;
+  memo.rank = pp_rank;
+  memo.overlapped = overlapped;
+  memo.chunk_layers = chunk_layers;
+  memo.peak = peak;
   return peak;
 }
 
@@ -303,6 +349,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
     for (int c = 0; c < V; ++c) runs[r].total_layers += ws.chunk_layers[r * V + c];
   }
   const double dp_total = static_cast<double>(costs.dp_grad_reduce.duration_ns);
+  const auto& table = forward_table(M, V, P);
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < P; ++r) {
@@ -312,7 +359,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
         VirtualMicrobatch f{-1, -1}, b{-1, -1};
         double ready = 0;
         if (ref.f >= 0) {
-          f = megatron_virtual_microbatch(ref.f, true, M, V, P);
+          f = lookup(table, ref.f, true, V);
           const int stage = f.chunk * P + r;
           if (stage > 0) {
             const TimeNs a = ws.fwd_arrival[static_cast<std::size_t>(stage - 1) * M + f.microbatch];
@@ -321,7 +368,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
           }
         }
         if (ref.b >= 0) {
-          b = megatron_virtual_microbatch(ref.b, false, M, V, P);
+          b = lookup(table, ref.b, false, V);
           const int stage = b.chunk * P + r;
           if (stage < P * V - 1) {
             const TimeNs a = ws.bwd_arrival[static_cast<std::size_t>(stage + 1) * M + b.microbatch];

@@ -191,3 +191,47 @@ TEST_CASE("fast path within 1% for short steps and few micro-batches", "[fast_pa
     }
   }
 }
+
+TEST_CASE("ranking prediction: fast mode's figures without the baseline", "[fast_path]") {
+  // Alternating layouts also checks that the per-thread tables of the step walk follow the
+  // configuration (each prediction is compared with a fresh fast-mode one).
+  struct Case {
+    int pp, vpp, mbs;
+    bool overlap;
+  };
+  const Case cases[] = {{1, 1, 1, true}, {2, 2, 1, true}, {4, 3, 2, false}, {2, 2, 1, false},
+                        {4, 3, 2, true}, {1, 1, 1, false}};
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& k : cases) {
+      Config cfg;
+      cfg.model = load_model_preset("qwen3-30b-a3b");
+      cfg.hw = load_hardware_preset("h100-sxm");
+      cfg.num_gpus = 16 * k.pp;
+      cfg.par.pp = k.pp;
+      cfg.par.vpp = k.vpp;
+      cfg.par.ep = 8;
+      cfg.par.micro_batch_size = k.mbs;
+      cfg.par.seq_length = 4096;
+      cfg.par.global_batch_size = 256;
+      cfg.opt.dispatcher = Dispatcher::flex;
+      cfg.opt.flex_backend = FlexBackend::deepep;
+      cfg.opt.overlap_moe_expert_parallel_comm = k.overlap;
+      cfg.opt.delay_wgrad_compute = k.overlap;
+      cfg.derive_and_check();
+      INFO("pp " << k.pp << " vpp " << k.vpp << " mbs " << k.mbs << " overlap " << k.overlap);
+      const Prediction full = predict(cfg, PredictMode::fast);
+      const Prediction rank = predict_fast_ranking(cfg);
+      CHECK(rank.step_time_us == full.step_time_us);
+      CHECK(rank.exposed_comm_us == full.exposed_comm_us);
+      CHECK(rank.tokens_per_s_per_gpu == full.tokens_per_s_per_gpu);
+      CHECK(rank.memory.total_bytes == full.memory.total_bytes);
+      CHECK(rank.memory.fits == full.memory.fits);
+      CHECK(rank.baseline_step_time_us == 0);
+      CHECK(full.baseline_step_time_us > 0);
+      for (int r = 0; r < k.pp; ++r) {
+        CHECK(activation_peak_layers_fast(cfg, r, k.overlap) ==
+              activation_peak_layers(build_schedule(cfg, r, k.overlap)));
+      }
+    }
+  }
+}
