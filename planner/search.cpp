@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <queue>
 #include <cmath>
 #include <sstream>
 #include <thread>
@@ -16,6 +14,7 @@
 #include "model/memory.hpp"
 #include "model/schedule.hpp"
 #include "planner/search.hpp"
+#include "planner/search_bounds.hpp"
 #include "planner/step_bound.hpp"
 
 namespace epo::planner {
@@ -24,6 +23,10 @@ using model::Config;
 using model::Dispatcher;
 
 namespace {
+
+using detail::Bounded;
+using detail::in_flight_lower_bound;
+using detail::Incumbents;
 
 struct Summary {
   long long idx;
@@ -85,32 +88,6 @@ void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
   }
 }
 
-/// A candidate that passed the cheap filters, with bounds on what the model can predict for it.
-struct Bounded {
-  long long idx;
-  double step_lb_us;   ///< no prediction can be faster
-  double mem_lb_bytes; ///< no prediction needs less
-  bool reference;      ///< alltoall without overlap (the reference plans)
-  int group;           ///< 0 alltoall, 1 flex (the "other dispatcher" groups)
-};
-
-/// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
-/// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower
-/// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
-/// lower bound of the predicted memory.
-double in_flight_lower_bound(const Config& cfg) {
-  const int v = cfg.par.vpp;
-  const auto stage_layers = model::layers_per_virtual_stage(cfg.model.num_layers, cfg.par.pp, v);
-  int total = 0;
-  for (int chunk = 0; chunk < v; ++chunk) {
-    const auto c = model::chunk_shape(cfg, stage_layers, 0, chunk);
-    total += c.num_layers + (c.mtp ? 1 : 0);
-  }
-  const double per_chunk = static_cast<double>(std::max(1, total)) / v;
-  return model::activation_peak_layers_fast(cfg, 0, cfg.opt.overlap_moe_expert_parallel_comm) /
-         per_chunk;
-}
-
 /// Fast mode, phase 1: rules, memory lower bound, step-time lower bound.
 void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
                  std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out,
@@ -147,45 +124,6 @@ void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
     done.fetch_add(end - begin);
   }
 }
-
-/// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is
-/// skipped (it can enter neither the top N, nor the Pareto front, nor a reference).
-class Incumbents {
- public:
-  explicit Incumbents(size_t keep) : keep_(keep) {}
-  bool can_skip(const Bounded& b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (b.reference && !(reference_best_ < b.step_lb_us)) return false;
-    if (best_.size() < keep_ || best_.top() >= b.step_lb_us) return false;
-    if (!(group_best_[b.group] < b.step_lb_us)) return false;
-    for (const auto& [step, mem] : front_)
-      if (step < b.step_lb_us && mem < b.mem_lb_bytes) return true;
-    return false;
-  }
-  void add(const Bounded& b, double step_us, double mem_bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    best_.push(step_us);
-    if (best_.size() > keep_) best_.pop();
-    group_best_[b.group] = std::min(group_best_[b.group], step_us);
-    if (b.reference) reference_best_ = std::min(reference_best_, step_us);
-    for (const auto& [s, m] : front_)
-      if (s <= step_us && m <= mem_bytes) return;
-    front_.erase(std::remove_if(front_.begin(), front_.end(),
-                                [&](const std::pair<double, double>& p) {
-                                  return p.first >= step_us && p.second >= mem_bytes;
-                                }),
-                 front_.end());
-    front_.emplace_back(step_us, mem_bytes);
-  }
-
- private:
-  std::mutex mu_;
-  size_t keep_;
-  std::priority_queue<double> best_;  ///< the `keep_` smallest step times
-  double group_best_[2] = {1e300, 1e300};
-  double reference_best_ = 1e300;  ///< best alltoall plan without overlap
-  std::vector<std::pair<double, double>> front_;
-};
 
 /// Fast mode, phase 2: predictions in order of the step-time bound, skipping what cannot matter.
 void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,

@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/fast_path.hpp"
 #include "model/schedule.hpp"
+#include "planner/search_bounds.hpp"
 
 namespace epo::planner {
 
@@ -138,5 +140,26 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
   if (!cfg.opt.overlap_grad_reduce) best += static_cast<double>(costs.dp_grad_reduce.duration_ns);
   return kSlack * best / 1000.0;
 }
+
+namespace detail {
+
+/// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
+/// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower
+/// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
+/// lower bound of the predicted memory.
+double in_flight_lower_bound(const model::Config& cfg) {
+  const int v = cfg.par.vpp;
+  const auto stage_layers = model::layers_per_virtual_stage(cfg.model.num_layers, cfg.par.pp, v);
+  int total = 0;
+  for (int chunk = 0; chunk < v; ++chunk) {
+    const auto c = model::chunk_shape(cfg, stage_layers, 0, chunk);
+    total += c.num_layers + (c.mtp ? 1 : 0);
+  }
+  const double per_chunk = static_cast<double>(std::max(1, total)) / v;
+  return model::activation_peak_layers_fast(cfg, 0, cfg.opt.overlap_moe_expert_parallel_comm) /
+         per_chunk;
+}
+
+}  // namespace detail
 
 }  // namespace epo::planner

@@ -64,6 +64,8 @@ TEST_CASE("the fast search equals exhaustive evaluation on a small space") {
   REQUIRE(fast.pareto.size() == full.pareto.size());
   for (size_t i = 0; i < fast.pareto.size(); ++i) CHECK(fast.pareto[i].order == full.pareto[i].order);
   CHECK(fast.best_alltoall_no_overlap.order == full.best_alltoall_no_overlap.order);
+  CHECK(fast.has_same_layout_baseline == full.has_same_layout_baseline);
+  CHECK(fast.same_layout_baseline.order == full.same_layout_baseline.order);
   CHECK(fast.has_other_dispatcher == full.has_other_dispatcher);
   if (fast.has_other_dispatcher)
     CHECK(fast.best_other_dispatcher.order == full.best_other_dispatcher.order);

@@ -1,0 +1,68 @@
+#pragma once
+// The search's pruning state (internal to planner/search.cpp and planner/step_bound.cpp): the
+// bounds of a candidate that passed the cheap filters and the incumbents they are tested against.
+#include <algorithm>
+#include <mutex>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace epo::planner::detail {
+
+/// A candidate that passed the cheap filters, with bounds on what the model can predict for it.
+struct Bounded {
+  long long idx;
+  double step_lb_us;   ///< no prediction can be faster
+  double mem_lb_bytes; ///< no prediction needs less
+  bool reference;      ///< alltoall without overlap (the reference plans)
+  int group;           ///< 0 alltoall, 1 flex (the "other dispatcher" groups)
+};
+
+/// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
+/// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower
+/// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
+/// lower bound of the predicted memory.
+double in_flight_lower_bound(const model::Config& cfg);
+
+/// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is
+/// skipped (it can enter neither the top N, nor the Pareto front, nor a reference).
+class Incumbents {
+ public:
+  explicit Incumbents(size_t keep) : keep_(keep) {}
+  bool can_skip(const Bounded& b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (b.reference && !(reference_best_ < b.step_lb_us)) return false;
+    if (best_.size() < keep_ || best_.top() >= b.step_lb_us) return false;
+    if (!(group_best_[b.group] < b.step_lb_us)) return false;
+    for (const auto& [step, mem] : front_)
+      if (step < b.step_lb_us && mem < b.mem_lb_bytes) return true;
+    return false;
+  }
+  void add(const Bounded& b, double step_us, double mem_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    best_.push(step_us);
+    if (best_.size() > keep_) best_.pop();
+    group_best_[b.group] = std::min(group_best_[b.group], step_us);
+    if (b.reference) reference_best_ = std::min(reference_best_, step_us);
+    for (const auto& [s, m] : front_)
+      if (s <= step_us && m <= mem_bytes) return;
+    front_.erase(std::remove_if(front_.begin(), front_.end(),
+                                [&](const std::pair<double, double>& p) {
+                                  return p.first >= step_us && p.second >= mem_bytes;
+                                }),
+                 front_.end());
+    front_.emplace_back(step_us, mem_bytes);
+  }
+
+ private:
+  std::mutex mu_;
+  size_t keep_;
+  std::priority_queue<double> best_;  ///< the `keep_` smallest step times
+  double group_best_[2] = {1e300, 1e300};
+  double reference_best_ = 1e300;  ///< best alltoall plan without overlap
+  std::vector<std::pair<double, double>> front_;
+};
+
+}  // namespace epo::planner::detail
