@@ -213,7 +213,7 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   if (!runs.empty()) {
     // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
     // more than an empty kernel back to back).
-    run_fit(refine_on_runs(hw, runs, "compute", {"gemm_efficiency", "kernel_launch_us"}));
+    run_fit(refine_on_runs(hw, runs, "compute", {"gemm_efficiency", "gemm_half_dim", "kernel_launch_us"}));
     for (const char* field : {"local_copy_gbps_per_sm", "comm_gbps_per_sm", "nccl_efficiency"}) {
       bool any = false;
       for (const auto& r : runs) any = any || comm_run_uses(r, field);

@@ -31,9 +31,11 @@ class Builder {
     const bool fp8 = linear && s_.fp8;
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
+    // A grouped GEMM is one cuBLAS call per expert (kernels/grouped_gemm.cu says why).
+    c.num_kernels = std::max(1, static_cast<int>(std::lround(count)));
     const double tflops = gemm_tflops(hw_, m, n, k, fp8);
-    c.duration_us = share_ * std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)) +
-                    hw_.kernel_launch_us;
+    c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
+                          c.num_kernels);
     return c;
   }
 
@@ -43,8 +45,15 @@ class Builder {
     c.name = name;
     c.num_kernels = kernels;
     c.hbm_bytes = bytes;
-    c.duration_us = share_ * memory_time_us(hw_, bytes) + kernels * hw_.kernel_launch_us;
+    c.duration_us = timed(memory_time_us(hw_, bytes), kernels);
     return c;
+  }
+
+  /// Device time of `work_us` of one rank's work in `kernels` launches: every rank sharing the
+  /// GPU does the same work, and the kernels cannot run faster than the host issues them
+  /// (kernel_launch_us each; one host thread issues every virtual rank's kernels).
+  double timed(double work_us, int kernels) const {
+    return share_ * std::max(work_us + hw_.kernel_launch_us, kernels * hw_.kernel_launch_us);
   }
 
   /// Core attention (flash style): causal, queries of this rank against the whole sequence.
@@ -63,7 +72,7 @@ class Builder {
     c.flops = factor * 2.0 * T * S * heads * (dqk + dv) * 0.5;
     c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0;
     const double tflops = gemm_tflops(hw_, T, S, std::min(dqk, dv), false);
-    c.duration_us = share_ * c.flops / (tflops * 1e6) + hw_.kernel_launch_us;
+    c.duration_us = timed(c.flops / (tflops * 1e6), 1);
     return c;
   }
 

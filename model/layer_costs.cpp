@@ -101,7 +101,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       d = b.core_attention("attn.core.bwd", 2.5);
     } else if (c.flops == 0) {
       d.hbm_bytes *= 2;
-      d.duration_us = memory_time_us(b.hw_, d.hbm_bytes) + d.num_kernels * b.hw_.kernel_launch_us;
+      d.duration_us = b.timed(memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
     }
     pd_b.push_back(d);
     if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0) {
