@@ -19,6 +19,7 @@ double& profile_field(HardwareProfile& hw, const std::string& name) {
   if (name == "gemm_half_dim") return hw.gemm_half_dim;
   if (name == "hbm_efficiency") return hw.hbm_efficiency;
   if (name == "kernel_launch_us") return hw.kernel_launch_us;
+  if (name == "gemm_call_us") return hw.gemm_call_us;
   if (name == "host_sync_us") return hw.host_sync_us;
   if (name == "comm_gbps_per_sm") return hw.comm_gbps_per_sm;
   if (name == "nvlink_efficiency") return hw.nvlink_efficiency;
@@ -187,9 +188,12 @@ Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
 
 Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
   Fit f = make_fit("gemm",
-                   "t = launch + max(flops / (peak * eff(m,n,k)), bytes / hbm); eff = "
-                   "gemm_efficiency * prod f(d)/f(8192), f(x) = x/(x+gemm_half_dim)",
-                   "us", hw, {"gemm_efficiency", "gemm_half_dim"});
+                   "t = max(call + max(flops / (peak * eff(m,n,k)), bytes / hbm), calls * call); "
+                   "eff = gemm_efficiency * prod f(d)/f(8192), f(x) = x/(x+gemm_half_dim), "
+                   "call = gemm_call_us (one library call per GEMM, per expert when grouped)",
+                   "us", hw, {"gemm_efficiency", "gemm_half_dim", "gemm_call_us"});
+  // Unset (0) means the kernel launch cost: start from, and keep on refusal, what it stands for.
+  f.fields[2].base = f.fields[2].value = hw.gemm_call_cost_us();
   int grouped = 0, small = 0;
   double max_rate = 0;
   for (const auto& g : s.gemm) {
@@ -203,28 +207,31 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
   f.source = std::to_string(s.gemm.size() - grouped) + " gemm + " + std::to_string(grouped) +
              " grouped_gemm samples";
   if (refuse_if_too_few(f, static_cast<int>(s.gemm.size()), "gemm/grouped_gemm")) return f;
-  auto model_time = [&](double e, double h, const GemmSample& g) {
+  auto model_time = [&](double e, double h, double call, const GemmSample& g) {
     HardwareProfile x = hw;
     x.gemm_efficiency = e;
     x.gemm_half_dim = h;
     const double flops = 2.0 * g.m * g.n * g.k * g.count;
     const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
-    return std::max(flops / (model::gemm_tflops(x, g.m, g.n, g.k, false) * 1e6),
-                    model::memory_time_us(x, bytes)) +
-           hw.kernel_launch_us;
+    const double work = std::max(flops / (model::gemm_tflops(x, g.m, g.n, g.k, false) * 1e6),
+                                 model::memory_time_us(x, bytes));
+    return std::max(work + call, std::max(1.0, g.count) * call);
   };
   NonlinearProblem pb;
-  pb.lower = Eigen::Vector2d(1e-4, 0.0);
-  pb.upper = Eigen::Vector2d(10.0, 1e5);
+  pb.lower = Eigen::Vector3d(1e-4, 0.0, 0.0);
+  pb.upper = Eigen::Vector3d(10.0, 1e5, 1e3);
   pb.residuals = [&](const Eigen::VectorXd& p) {
     Eigen::VectorXd r(s.gemm.size());
     for (size_t i = 0; i < s.gemm.size(); ++i)
-      r(i) = model_time(p(0), p(1), s.gemm[i]) / s.gemm[i].time_us - 1.0;
+      r(i) = model_time(p(0), p(1), p(2), s.gemm[i]) / s.gemm[i].time_us - 1.0;
     return r;
   };
-  const auto res = levenberg_marquardt(pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
+  const double call0 = hw.gemm_call_cost_us();
+  const auto res = levenberg_marquardt(
+      pb, Eigen::Vector3d(f.fields[0].base, f.fields[1].base, call0));
   f.fields[0].value = res.params(0);
   f.fields[1].value = res.params(1);
+  f.fields[2].value = res.params(2);
   if (max_rate > hw.bf16_tflops)
     refuse(f.fields[0], fmt("a sample runs at %.4g TFLOP/s, above the datasheet peak %.4g: "
                             "check the samples",
@@ -242,8 +249,9 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
   if (f.fields[0].accepted() && f.fields[0].value > 1.0)
     refuse(f.fields[0], fmt("%.4g > 1: a GEMM rate above the datasheet peak of %.4g TFLOP/s",
                             f.fields[0].value, hw.bf16_tflops));
-  evaluate(
-      f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], s.gemm[i]); });
+  evaluate(f, [&](const std::vector<double>& p, size_t i) {
+    return model_time(p[0], p[1], p[2] > 0 ? p[2] : call0, s.gemm[i]);
+  });
   return f;
 }
 

@@ -168,7 +168,11 @@ RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfil
       out.step_time_us > 0 ? out.baseline_step_time_us / out.step_time_us - 1.0 : 0.0;
   out.exposed_comm_us = p.exposed_comm_us;
   out.baseline_exposed_comm_us = p.baseline_exposed_comm_us;
-  out.peak_memory_bytes = p.memory.total_bytes;
+  // Like with like: the executor reports the arena it allocated (weights, gradients, activation
+  // slots, transport buffers). It keeps no optimizer states, and the CUDA context, NCCL and
+  // cuBLAS workspaces lie outside the arena, so those terms of the Megatron model are left out.
+  out.peak_memory_bytes = std::max(
+      0.0, p.memory.total_bytes - p.memory.optimizer_bytes - p.memory.framework_overhead_bytes);
   return out;
 }
 

@@ -35,11 +35,15 @@ bool comm_run_uses(const MeasuredRun& r, const std::string& field) {
   return false;
 }
 
+/// What a point measures: one op's mean duration, the step time or the baseline step time.
+enum class PointMetric { op, step, baseline };
+
 struct OpPoint {
   const MeasuredRun* run;
   model::OpKind kind;
   model::Direction dir;
   double measured_us;
+  PointMetric metric = PointMetric::op;
 };
 
 model::OpKind parse_kind(const std::string& s) {
@@ -61,6 +65,11 @@ std::vector<double> predict_points(const HardwareProfile& hw, const std::vector<
   const MeasuredRun* last = nullptr;
   model::StepCosts sc;
   for (const auto& p : pts) {
+    if (p.metric != PointMetric::op) {
+      const RunPrediction rp = predict_measured(*p.run, hw);
+      out.push_back(p.metric == PointMetric::step ? rp.step_time_us : rp.baseline_step_time_us);
+      continue;
+    }
     if (p.run != last) {
       sc = model::compute_step_costs(measured_config(*p.run, hw));
       last = p.run;
@@ -82,8 +91,10 @@ std::string pct(double x) {
 Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs,
                    const std::string& which, const std::vector<std::string>& fields) {
   Fit f;
-  f.name = "ops." + which;
-  f.model = "measured per-op mean = predicted op duration (model::compute_step_costs)";
+  f.name = (which == "step" ? "runs." : "ops.") + which;
+  f.model = which == "step"
+                ? "measured step time (and overlap-off baseline) = predicted (model::predict)"
+                : "measured per-op mean = predicted op duration (model::compute_step_costs)";
   f.unit = "us";
   HardwareProfile work = hw;
   for (const auto& name : fields) {
@@ -98,6 +109,14 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
   std::vector<OpPoint> pts;
   std::set<const MeasuredRun*> used;
   for (const auto& r : runs) {
+    if (which == "step") {
+      // Whole steps: what the executor's op boundaries attribute to which op does not matter.
+      if (r.step_time_us > 0) pts.push_back({&r, {}, {}, r.step_time_us, PointMetric::step});
+      if (r.baseline_step_time_us > 0 && r.config.opt.overlap_moe_expert_parallel_comm)
+        pts.push_back({&r, {}, {}, r.baseline_step_time_us, PointMetric::baseline});
+      used.insert(&r);
+      continue;
+    }
     if (which == "comm" && !comm_run_uses(r, fields.front())) continue;
     for (const auto& [key, us] : r.op_mean_us) {
       if (us <= 0 || !(which == "compute" ? is_compute_op(key) : is_comm_op(key))) continue;
@@ -107,12 +126,16 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     }
   }
   for (const auto& p : pts) {
-    f.labels.push_back(run_label(*p.run) + " " + model::to_string(p.kind) + "/" +
-                       model::to_string(p.dir));
+    f.labels.push_back(run_label(*p.run) + " " +
+                       (p.metric == PointMetric::step       ? std::string("step")
+                        : p.metric == PointMetric::baseline ? std::string("baseline step")
+                                                            : std::string(model::to_string(p.kind)) +
+                                                                  "/" + model::to_string(p.dir)));
     f.measured.push_back(p.measured_us);
   }
-  f.source =
-      std::to_string(pts.size()) + " measured op means of " + std::to_string(used.size()) + " runs";
+  f.source = std::to_string(pts.size()) +
+             (which == "step" ? " measured step times of " : " measured op means of ") +
+             std::to_string(used.size()) + " runs";
   const int need = static_cast<int>(fields.size()) + kExtraPoints;
   if (static_cast<int>(pts.size()) < need) {
     for (auto& ff : f.fields)
@@ -210,10 +233,18 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   run_fit(fit_flex(hw, samples));
   run_fit(fit_contention(hw, samples, ContentionLink::local));
   run_fit(fit_contention(hw, samples, ContentionLink::nvlink));
-  if (!runs.empty()) {
+  const bool any_virtual = std::any_of(runs.begin(), runs.end(),
+                                      [](const MeasuredRun& r) { return r.config.virtual_ranks > 0; });
+  if (any_virtual) {
+    // Virtual ranks: one host thread issues every rank's kernels, and an op's measured span holds
+    // whatever the GPU queue still had of the op before it (a host wait moves time between ops),
+    // so whole step times are fitted: the per-kernel cost (cuBLAS calls cost more than an empty
+    // kernel back to back) and the local copy rate.
+    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us", "gemm_call_us"}));
+  } else if (!runs.empty()) {
     // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
     // more than an empty kernel back to back).
-    run_fit(refine_on_runs(hw, runs, "compute", {"gemm_efficiency", "gemm_half_dim", "kernel_launch_us"}));
+    run_fit(refine_on_runs(hw, runs, "compute", {"gemm_efficiency", "kernel_launch_us"}));
     for (const char* field : {"local_copy_gbps_per_sm", "comm_gbps_per_sm", "nccl_efficiency"}) {
       bool any = false;
       for (const auto& r : runs) any = any || comm_run_uses(r, field);

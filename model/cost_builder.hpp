@@ -21,9 +21,10 @@ class Builder {
 
   const Shapes& shapes() const { return s_; }
 
-  /// count GEMMs of m x n x k (bf16, or fp8 for linear layers when configured).
+  /// count GEMMs of m x n x k (bf16, or fp8 for linear layers when configured) in `calls`
+  /// library calls (< 0: one per GEMM).
   Component gemm(const char* name, double m, double n, double k, double count = 1,
-                 bool linear = true) const {
+                 bool linear = true, double calls = -1) const {
     Component c;
     c.name = name;
     c.num_kernels = 1;
@@ -32,10 +33,11 @@ class Builder {
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
     // A grouped GEMM is one cuBLAS call per expert (kernels/grouped_gemm.cu says why).
-    c.num_kernels = std::max(1, static_cast<int>(std::lround(count)));
+    const double n_calls = std::max(1.0, calls < 0 ? count : calls);
+    c.num_kernels = static_cast<int>(std::lround(n_calls));
     const double tflops = gemm_tflops(hw_, m, n, k, fp8);
     c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
-                          c.num_kernels);
+                          n_calls, hw_.gemm_call_cost_us());
     return c;
   }
 
@@ -53,8 +55,22 @@ class Builder {
   /// GPU does the same work, and the kernels cannot run faster than the host issues them
   /// (kernel_launch_us each; one host thread issues every virtual rank's kernels).
   double timed(double work_us, int kernels) const {
-    return share_ * std::max(work_us + hw_.kernel_launch_us, kernels * hw_.kernel_launch_us);
+    return timed(work_us, kernels, hw_.kernel_launch_us);
   }
+  /// As above with `call_us` per launch (a GEMM library call costs more than a plain kernel).
+  double timed(double work_us, double kernels, double call_us) const {
+    switch (mode_) {
+      case TimeMode::device: return share_ * work_us;
+      case TimeMode::host: return share_ * kernels * call_us;
+      default: return share_ * std::max(work_us + call_us, kernels * call_us);
+    }
+  }
+
+  /// What timed() returns: the component alone (normal), only the device's work, or only the
+  /// host's issue time (virtual ranks: one host thread issues ahead while the device works, so an
+  /// op takes the larger of the two sums, see step_costs.cpp).
+  enum class TimeMode { normal, device, host };
+  TimeMode mode_ = TimeMode::normal;
 
   /// Core attention (flash style): causal, queries of this rank against the whole sequence.
   Component core_attention(const char* name, double factor) const {
@@ -72,7 +88,9 @@ class Builder {
     c.flops = factor * 2.0 * T * S * heads * (dqk + dv) * 0.5;
     c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0;
     const double tflops = gemm_tflops(hw_, T, S, std::min(dqk, dv), false);
-    c.duration_us = timed(c.flops / (tflops * 1e6), 1);
+    // Batched GEMMs for scores and context: two library calls per pass.
+    c.num_kernels = std::max(2, 2 * static_cast<int>(std::lround(factor)));
+    c.duration_us = timed(c.flops / (tflops * 1e6), c.num_kernels, hw_.gemm_call_cost_us());
     return c;
   }
 
@@ -90,13 +108,16 @@ class Builder {
       // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() SMs and
       // all ranks copy at once, bounded by HBM (each byte is read and written).
       // The executor's local transport copies the own-rank share too, so all copies count.
+      // Every rank's copy shares the device, so the mean rank's load (not the busiest) counts.
       const double copies = pairs_per_token;
-      c.hbm_bytes = 2.0 * payload * copies * s_.load_factor;
-      c.num_kernels = 1;
+      c.hbm_bytes = 2.0 * payload * copies;
+      // Per rank the executor launches the copy and, for alltoall, the receive counts' upload;
+      // flex launches send, wait and the receive layout.
+      c.num_kernels = flex ? 3 : 2;
       const double sms = std::min<double>(hw_.num_sms, share_ * comm_sms());
       const double bw = std::min(sms * hw_.local_copy_gbps_per_sm,
                                  hw_.hbm_gbps * hw_.hbm_efficiency / 2.0);
-      c.duration_us = hw_.kernel_launch_us + share_ * payload * copies * s_.load_factor / (bw * 1e3);
+      c.duration_us = timed(payload * copies / (bw * 1e3), c.num_kernels);
       return c;
     }
     const int D = s_.ep_domains;

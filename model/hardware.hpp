@@ -27,6 +27,11 @@ struct HardwareProfile {
   double gemm_half_dim = 64;       ///< GEMM size (min of m,n,k) at which efficiency halves
   double hbm_efficiency = 0.88;    ///< fraction of peak HBM bandwidth a streaming kernel reaches
   double kernel_launch_us = 4.0;   ///< fixed cost per kernel on the GPU timeline
+  /// Cost of one GEMM library call (cuBLAS plans and launches on the host: more than an empty
+  /// kernel); 0 = kernel_launch_us.
+  double gemm_call_us = 0.0;
+  /// Per-call GEMM cost in us (gemm_call_us, or kernel_launch_us where it is not set).
+  double gemm_call_cost_us() const { return gemm_call_us > 0 ? gemm_call_us : kernel_launch_us; }
   double host_sync_us = 15.0;      ///< device-to-host synchronisation round trip
   double comm_gbps_per_sm = 45.0;  ///< payload a copy/communication kernel moves per SM it holds
   double nvlink_efficiency = 0.8;  ///< achievable fraction of NVLink per direction

@@ -1,12 +1,51 @@
 // The op list of one layer and micro-batch: each schedule node as a sum of components.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <tuple>
 
 #include "model/cost_builder.hpp"
 
 namespace epo::model::detail {
 
 namespace {
+
+/// Expected experts that receive at least one of `pairs_total` token-expert pairs when the
+/// executor's skewed routing picks the top `topk` of unit-normal scores shifted by
+/// -skew * ln(e + 1) (executor/rank_state.cpp): a grouped GEMM skips the empty experts, so they
+/// cost no library call. Selection rates from a seeded sample, cached per shape.
+double nonempty_experts_skewed(int experts, int topk, double skew, double pairs_total) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, double>, std::vector<double>> cache;
+  std::vector<double> rate;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& r = cache[{experts, topk, skew}];
+    if (r.empty()) {
+      constexpr int kSampleTokens = 4096;
+      std::mt19937_64 gen(12345);
+      std::normal_distribution<double> normal(0.0, 1.0);
+      r.assign(static_cast<std::size_t>(experts), 0.0);
+      std::vector<std::pair<double, int>> score(static_cast<std::size_t>(experts));
+      const int k = std::min(topk, experts);
+      for (int t = 0; t < kSampleTokens; ++t) {
+        for (int e = 0; e < experts; ++e)
+          score[e] = {normal(gen) - skew * std::log(e + 1.0), e};
+        std::partial_sort(score.begin(), score.begin() + k, score.end(),
+                          [](const auto& a, const auto& b) { return a.first > b.first; });
+        for (int j = 0; j < k; ++j) r[score[j].second] += 1.0 / kSampleTokens;
+      }
+    }
+    rate = r;
+  }
+  const double tokens = pairs_total / std::max(1, topk);
+  double n = 0;
+  for (double p : rate) n += 1.0 - std::pow(1.0 - std::min(1.0, p), tokens);
+  return n;
+}
 
 bool has_module(const Options& o, const char* name) {
   return std::find(o.recompute_modules.begin(), o.recompute_modules.end(), name) !=
@@ -123,10 +162,20 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   // ---- mlp ----
   std::vector<Component> mlp_f, mlp_b, mlp_w;
   if (moe) {
-    const double P = s.recv_pairs, E_l = std::max(1, s.local_experts);
+    // Virtual ranks share one GPU: the device does every rank's pairs, so the mean rank's load
+    // times the ranks (Builder::timed) is the work; on real GPUs the busiest rank sets the pace.
+    const double P = b.cfg_.virtual_ranks > 0 ? s.recv_pairs_mean : s.recv_pairs;
+    const double E_l = std::max(1, s.local_experts);
     const double F = static_cast<double>(m.moe_ffn_hidden_size) / b.p_.etp;
     const double glu = m.gated_linear_unit ? 2.0 : 1.0;
     const double me = P / E_l;
+    // Library calls per rank: one per expert with rows; under virtual ranks the executor's skewed
+    // routing leaves experts empty (the mean over the ranks that share the GPU).
+    double calls = E_l;
+    if (b.cfg_.virtual_ranks > 0 && o.routing.kind == RoutingKind::skewed && m.num_experts > 0)
+      calls = nonempty_experts_skewed(m.num_experts, m.router_topk, o.routing.skew,
+                                      s.recv_pairs_mean * b.p_.ep) /
+              b.p_.ep;
     if (o.dispatcher == Dispatcher::alltoall && s.local_experts > 1)
       mlp_f.push_back(b.mem("permute2", P * h * 2 * 2));
     if (o.dispatcher == Dispatcher::flex) mlp_f.push_back(b.mem("permute", P * h * 2 * 2));
@@ -135,9 +184,9 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(ag);
     }
-    mlp_f.push_back(b.gemm("expert.fc1", me, glu * F, h, E_l));
+    mlp_f.push_back(b.gemm("expert.fc1", me, glu * F, h, E_l, true, calls));
     mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
-    mlp_f.push_back(b.gemm("expert.fc2", me, h, F, E_l));
+    mlp_f.push_back(b.gemm("expert.fc2", me, h, F, E_l, true, calls));
     if (b.p_.etp > 1) {
       Component rs = b.mem("etp.reduce_scatter", P * h * 2 * (b.p_.etp - 1));
       rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);

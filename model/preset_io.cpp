@@ -134,6 +134,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   h.gemm_half_dim = r.get_double("gemm_half_dim", h.gemm_half_dim, 0, 1e5);
   frac("hbm_efficiency", h.hbm_efficiency);
   h.kernel_launch_us = r.get_double("kernel_launch_us", h.kernel_launch_us, 0, 1e3);
+  h.gemm_call_us = r.get_double("gemm_call_us", h.gemm_call_us, 0, 1e3);
   h.host_sync_us = r.get_double("host_sync_us", h.host_sync_us, 0, 1e4);
   h.comm_gbps_per_sm = r.get_double("comm_gbps_per_sm", h.comm_gbps_per_sm, 0.1, 1e4);
   frac("nvlink_efficiency", h.nvlink_efficiency);
@@ -184,6 +185,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("gemm_half_dim", h.gemm_half_dim);
   put("hbm_efficiency", h.hbm_efficiency);
   put("kernel_launch_us", h.kernel_launch_us);
+  put("gemm_call_us", h.gemm_call_us);
   put("host_sync_us", h.host_sync_us);
   put("comm_gbps_per_sm", h.comm_gbps_per_sm);
   put("nvlink_efficiency", h.nvlink_efficiency);

@@ -26,11 +26,30 @@ StepCosts compute_step_costs(const Config& cfg) {
   const auto& p = cfg.par;
   const double T = b.s_.tokens, h = m.hidden_size, V = m.vocab_size;
   StepCosts sc;
-  sc.moe_layer = build_layer(b, m.num_experts > 0, false);
+  // Virtual ranks: one host thread issues every rank's kernels asynchronously, so within an op
+  // the host's issue time and the device's work overlap: the op takes the larger sum (plus one
+  // launch per rank before the device starts), not the sum of per-kernel maxima.
+  auto layer = [&](bool moe, bool mtp) {
+    LayerCosts L = build_layer(b, moe, mtp);
+    if (cfg.virtual_ranks <= 0) return L;
+    Builder dev = b, host = b;
+    dev.mode_ = Builder::TimeMode::device;
+    host.mode_ = Builder::TimeMode::host;
+    const LayerCosts Ld = build_layer(dev, moe, mtp), Lh = build_layer(host, moe, mtp);
+    for (std::size_t i = 0; i < L.ops.size(); ++i) {
+      double d = 0, hs = 0;
+      for (const auto& c : Ld.ops[i].parts) d += c.duration_us;
+      for (const auto& c : Lh.ops[i].parts) hs += c.duration_us;
+      if (d + hs <= 0) continue;
+      L.ops[i].duration_ns = ns_from_us(std::max(d + b.share_ * cfg.hw.kernel_launch_us, hs));
+    }
+    return L;
+  };
+  sc.moe_layer = layer(m.num_experts > 0, false);
   // Dense and MTP layers only where the model has them (the planner evaluates many configs).
-  if (m.first_k_dense_layers > 0 || m.num_experts == 0) sc.dense_layer = build_layer(b, false, false);
+  if (m.first_k_dense_layers > 0 || m.num_experts == 0) sc.dense_layer = layer(false, false);
   else sc.dense_layer.is_moe = false;
-  if (m.mtp_num_layers > 0) sc.mtp_layer = build_layer(b, m.num_experts > 0, true);
+  if (m.mtp_num_layers > 0) sc.mtp_layer = layer(m.num_experts > 0, true);
 
   sc.embedding_fwd = Builder::assemble(OpKind::embedding, Direction::forward, StreamKind::compute,
                                        {b.mem("embedding.lookup", T * h * 2 * 2)});
