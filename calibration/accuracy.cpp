@@ -214,6 +214,9 @@ std::string accuracy_report_text(const AccuracyReport& r) {
                   s.after.median, s.after.p90, s.after.max, error_unit(s.kind));
     os << buf;
   }
+  os << "  peak memory: the executor's arena (weights, bf16 gradients, activation slots sized for\n"
+        "  its capacity rows, transport buffers) against the model's peak without optimizer\n"
+        "  states and without the CUDA context / NCCL / cuBLAS workspaces it keeps outside.\n";
   int must = 0, ok_before = 0, ok_after = 0;
   if (!r.pairs.empty()) {
     os << "\nranking of runs that differ only in dispatcher / overlap flags (must match when the "

@@ -101,6 +101,8 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     FittedField ff;
     ff.name = name;
     ff.base = ff.value = profile_field(work, name);
+    // An unset GEMM call cost (0) stands for the kernel launch cost: start from what it means.
+    if (name == "gemm_call_us" && ff.base <= 0) ff.base = ff.value = work.gemm_call_cost_us();
     f.fields.push_back(ff);
   }
   std::string uses;
@@ -159,7 +161,8 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     const std::string& name = fields[k];
     const bool efficiency = name.find("efficiency") != std::string::npos;
     const bool latency = name.find("_us") != std::string::npos;
-    pb.lower(k) = efficiency ? 1e-4 : latency ? 0.0 : 0.1;
+    // gemm_call_us = 0 would mean "the kernel launch cost": keep it positive.
+    pb.lower(k) = efficiency ? 1e-4 : name == "gemm_call_us" ? 1e-3 : latency ? 0.0 : 0.1;
     pb.upper(k) = efficiency ? 10.0 : latency ? 1e3 : 1e5;
     base(k) = f.fields[k].base;
   }
@@ -240,7 +243,7 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
     // whatever the GPU queue still had of the op before it (a host wait moves time between ops),
     // so whole step times are fitted: the per-kernel cost (cuBLAS calls cost more than an empty
     // kernel back to back) and the local copy rate.
-    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us", "gemm_call_us"}));
+    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us"}));
   } else if (!runs.empty()) {
     // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
     // more than an empty kernel back to back).
