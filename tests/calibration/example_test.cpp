@@ -1,5 +1,6 @@
 // The committed example samples, fitted on the h200-sxm preset, reproduce the committed example
-// profile (tests/data/example_profile.json, written by `epo calibrate fit` from them).
+// profile (tests/data/example_profile.json, written by `epo calibrate fit` from them; the samples
+// and the two measurements are from an H200, see tests/data/make_example_data.py).
 #include <string>
 
 #include "calibration/profile_fit.hpp"
@@ -24,7 +25,8 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
   CHECK(committed.calibrated);
   const auto& p = pf.profile;
   for (const char* field :
-       {"gemm_efficiency", "gemm_half_dim", "hbm_efficiency", "kernel_launch_us", "host_sync_us",
+       {"gemm_efficiency", "gemm_half_dim", "gemm_call_us", "hbm_efficiency", "kernel_launch_us",
+        "host_sync_us",
         "comm_gbps_per_sm", "nvlink_efficiency", "nccl_efficiency", "nccl_latency_us",
         "local_copy_gbps_per_sm", "contention_coeff", "contention_exp", "nvl_contention_coeff",
         "nvl_contention_exp"}) {
@@ -33,12 +35,17 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
     auto b = committed;
     CHECK(profile_field(a, field) == Approx(profile_field(b, field)).epsilon(1e-6));
   }
-  // Every field's provenance is the same kind (fitted or kept), and every fit reports points.
+  // Every field's provenance is the same kind (fitted or kept).
   for (const auto& [field, how] : committed.provenance) {
     INFO(field);
     REQUIRE(p.provenance.count(field));
     CHECK((how.rfind("base value kept", 0) == 0) ==
           (p.provenance.at(field).rfind("base value kept", 0) == 0));
   }
-  for (const auto& f : pf.fits) CHECK(f.quality.num_points > 0);
+  // One H200 has no NCCL, flex or NVLink samples: those fits have no points and keep the base.
+  for (const auto& f : pf.fits) {
+    INFO(f.name);
+    if (f.quality.num_points > 0) continue;
+    for (const auto& ff : f.fields) CHECK_FALSE(ff.accepted());
+  }
 }
