@@ -241,8 +241,9 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   if (any_virtual) {
     // Virtual ranks: one host thread issues every rank's kernels, and an op's measured span holds
     // whatever the GPU queue still had of the op before it (a host wait moves time between ops),
-    // so whole step times are fitted: the per-kernel cost (cuBLAS calls cost more than an empty
-    // kernel back to back) and the local copy rate.
+    // so whole step times are fitted, for the per-kernel issue cost only: the GEMM call cost
+    // comes from the GEMM sweep (fitting it on the runs trades it against the expert count of
+    // skewed routing, which the model does not know well for the executor).
     run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us"}));
   } else if (!runs.empty()) {
     // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay

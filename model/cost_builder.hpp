@@ -88,16 +88,23 @@ class Builder {
     c.flops = factor * 2.0 * T * S * heads * (dqk + dv) * 0.5;
     c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0;
     const double tflops = gemm_tflops(hw_, T, S, std::min(dqk, dv), false);
-    // Batched GEMMs for scores and context: two library calls per pass.
-    c.num_kernels = std::max(2, 2 * static_cast<int>(std::lround(factor)));
-    c.duration_us = timed(c.flops / (tflops * 1e6), c.num_kernels, hw_.gemm_call_cost_us());
+    // Megatron runs one fused (flash) attention kernel; the executor's virtual ranks run batched
+    // GEMMs for scores and context: two library calls per pass.
+    if (cfg_.virtual_ranks > 0) {
+      c.num_kernels = std::max(2, 2 * static_cast<int>(std::lround(factor)));
+      c.duration_us = timed(c.flops / (tflops * 1e6), c.num_kernels, hw_.gemm_call_cost_us());
+    } else {
+      c.duration_us = timed(c.flops / (tflops * 1e6), 1);
+    }
     return c;
   }
 
   /// Token exchange inside the EP group. `pairs_per_token` = copies of a token sent (topk for
   /// alltoall, distinct ranks for flex); `elem_bytes` per hidden element.
-  Component exchange(const char* name, double pairs_per_token, double elem_bytes,
-                     bool flex) const {
+  /// `virtual_kernels`: kernels per rank the executor's local transport launches for it
+  /// (virtual ranks only; < 0: the copy plus the counts' upload, or flex's send, wait, layout).
+  Component exchange(const char* name, double pairs_per_token, double elem_bytes, bool flex,
+                     int virtual_kernels = -1) const {
     Component c;
     c.name = name;
     const double R = p_.ep;
@@ -113,7 +120,7 @@ class Builder {
       c.hbm_bytes = 2.0 * payload * copies;
       // Per rank the executor launches the copy and, for alltoall, the receive counts' upload;
       // flex launches send, wait and the receive layout.
-      c.num_kernels = flex ? 3 : 2;
+      c.num_kernels = virtual_kernels >= 0 ? virtual_kernels : flex ? 3 : 2;
       const double sms = std::min<double>(hw_.num_sms, share_ * comm_sms());
       const double bw = std::min(sms * hw_.local_copy_gbps_per_sm,
                                  hw_.hbm_gbps * hw_.hbm_efficiency / 2.0);

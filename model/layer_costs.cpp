@@ -236,17 +236,25 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     const bool allgather = o.dispatcher == Dispatcher::allgather;
     const double ag_copies = static_cast<double>(b.p_.ep);  // every rank receives every token
     const double fwd_copies = allgather ? ag_copies : copies;
-    std::vector<Component> di_f{b.exchange("dispatch.tokens", fwd_copies, s.dispatch_bytes, flex)};
-    std::vector<Component> di_b{b.exchange("dispatch.bwd.grads", fwd_copies, 2.0, flex)};
-    std::vector<Component> co_f{b.exchange("combine.tokens", fwd_copies, 2.0, flex)};
-    std::vector<Component> co_b{b.exchange("combine.bwd.grads", fwd_copies, 2.0, flex)};
-    if (!flex) {
+    // Kernels per rank of the executor's local transport (executor/transport.cpp): alltoall
+    // dispatch uploads the counts and copies; flex dispatch sends, waits, lays out and downloads
+    // the counts; flex combine sends, waits and reduces; flex's backward combine sends and waits.
+    const bool vr = b.cfg_.virtual_ranks > 0;
+    std::vector<Component> di_f{b.exchange("dispatch.tokens", fwd_copies, s.dispatch_bytes, flex,
+                                           flex ? 4 : 2)};
+    std::vector<Component> di_b{b.exchange("dispatch.bwd.grads", fwd_copies, 2.0, flex, flex ? 3 : 2)};
+    std::vector<Component> co_f{b.exchange("combine.tokens", fwd_copies, 2.0, flex, flex ? 3 : 1)};
+    std::vector<Component> co_b{b.exchange("combine.bwd.grads", fwd_copies, 2.0, flex, flex ? 2 : 1)};
+    // Between virtual ranks the probabilities travel with the tokens' layout, not on their own.
+    if (!flex && !vr) {
       di_f.push_back(b.exchange("dispatch.probs", copies, 4.0 / h, false));
       di_f.back().duration_us = di_f.back().duration_us > 0 ? b.hw_.nccl_latency_us * 0.5 : 0;
     }
     if (flex && o.flex_backend == FlexBackend::hybridep)
       di_f.push_back(b.mem("hybridep.preprocess", s.moe_tokens * m.num_experts * 4 * 2));
-    co_f.push_back(b.mem("combine.unpermute+bda", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
+    // The flex combine reduces while it receives: only the residual add is left (one kernel).
+    co_f.push_back(b.mem("combine.unpermute+bda", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2,
+                         vr && flex ? 1 : 2));
     co_b.push_back(b.mem("combine.bda.bwd", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
     if (full_recompute) append(di_b, renamed(di_f, "recompute"));
     const LinkClass link = b.p_.ep > 1 ? b.ep_link() : LinkClass::none;
