@@ -4,6 +4,8 @@ list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   schedule.cpp
   schedule_tables.cpp
   simulate.cpp
+  simulate_prepare.cpp
+  simulate_result.cpp
   simulate_step.cpp
   timeline.cpp
   fast_path.cpp
