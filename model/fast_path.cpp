@@ -3,11 +3,19 @@
 #include <algorithm>
 
 #include "model/error.hpp"
+#include "model/fast_path_detail.hpp"
 #include "model/timeline.hpp"
 
 namespace epo::model {
 
 namespace {
+
+using detail::ShapeSig;
+using detail::signature;
+using detail::Timing;
+using detail::type_timing;
+using detail::Workspace;
+using detail::workspace;
 
 /// Where a step's sides come from in Megatron's order: virtual micro-batch ids, -1 = none.
 struct StepRef {
@@ -68,170 +76,6 @@ VirtualMicrobatch lookup(const std::vector<VirtualMicrobatch>& table, int k, boo
   VirtualMicrobatch v = table[static_cast<std::size_t>(k)];
   if (!forward) v.chunk = V - 1 - v.chunk;
   return v;
-}
-
-/// Layer counts of a chunk shape that decide its cost.
-struct ShapeSig {
-  int dense = 0, moe = 0;
-  bool mtp = false, first = false, last = false;
-  bool operator==(const ShapeSig& o) const {
-    return dense == o.dense && moe == o.moe && mtp == o.mtp && first == o.first && last == o.last;
-  }
-};
-
-ShapeSig signature(const Config& cfg, const ChunkShape& c) {
-  ShapeSig s;
-  for (int i = 0; i < c.num_layers; ++i) {
-    const int l = c.first_layer + i;
-    (cfg.model.num_experts > 0 && cfg.model.is_moe_layer(l) ? s.moe : s.dense) += 1;
-  }
-  s.mtp = c.mtp;
-  s.first = c.first_stage;
-  s.last = c.last_stage;
-  return s;
-}
-
-/// A chunk with `dense` leading dense layers then `moe` MoE layers (model's dense/MoE split).
-ChunkShape shape_of(const Config& cfg, const ShapeSig& s, int repeat_count, bool repeat_moe) {
-  ChunkShape c;
-  const int dense = repeat_moe ? s.dense : repeat_count;
-  const int moe = repeat_moe ? repeat_count : s.moe;
-  c.first_layer = cfg.model.num_experts > 0 ? std::max(0, cfg.model.first_k_dense_layers - dense)
-                                            : 0;
-  c.num_layers = dense + moe;
-  c.mtp = s.mtp;
-  c.first_stage = s.first;
-  c.last_stage = s.last;
-  return c;
-}
-
-struct Timing {
-  double lambda = 0;   // span of the step alone
-  double pi = 0;       // increment when the same step follows back to back
-  double sigma_f = 0;  // forward send done, from the step's start
-  double sigma_b = 0;  // backward send done, from the step's start
-  double busy_compute = 0, busy_comm = 0, exposed = 0;
-  double dp_end = 0;   // gradient reduce done, from the step's start (last backward only)
-
-  Timing extrapolate(const Timing& smaller, double periods) const {
-    Timing t;
-    t.lambda = lambda + periods * (lambda - smaller.lambda);
-    t.pi = pi + periods * (pi - smaller.pi);
-    t.sigma_f = sigma_f + periods * (sigma_f - smaller.sigma_f);
-    t.sigma_b = sigma_b + periods * (sigma_b - smaller.sigma_b);
-    t.busy_compute = busy_compute + periods * (busy_compute - smaller.busy_compute);
-    t.busy_comm = busy_comm + periods * (busy_comm - smaller.busy_comm);
-    t.exposed = exposed + periods * (exposed - smaller.exposed);
-    t.dp_end = dp_end + periods * (dp_end - smaller.dp_end);
-    return t;
-  }
-};
-
-constexpr int kReps = 3;
-constexpr int kKeep = 4;  // repeated layers kept in a simulated step
-
-struct Workspace {
-  Schedule sched;
-  SimWorkspace sim;
-  std::vector<int> stage_layers;
-  std::vector<ShapeSig> sigs;        // distinct chunk signatures
-  std::vector<int> sig_of;           // [rank * vpp + chunk]
-  std::vector<int> chunk_layers;     // [rank * vpp + chunk]: layers incl. MTP
-  std::vector<int> type_index;       // [(f_sig + 1) * (n + 1) + (b_sig + 1)] -> timings index
-  std::vector<Timing> timings;
-  struct LastKey {
-    int f_sig, b_sig, total_layers;
-  };
-  std::vector<LastKey> last_keys;   // last backward of a chunk (with the gradient reduce)
-  std::vector<Timing> last_timings;
-  std::vector<TimeNs> fwd_arrival, bwd_arrival;  // [stage * M + mb]
-  std::vector<Interval> ep, compute;
-};
-
-Workspace& workspace() {
-  thread_local Workspace ws;
-  return ws;
-}
-
-/// Simulates `reps` copies of one step back to back (or, for the chunk's last backward, one step
-/// with its gradient reduce ops); fills the timing of the step.
-Timing simulate_type(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
-                     const SimOptions& options, const ChunkShape* f, const ChunkShape* b,
-                     int total_layers) {
-  const bool last = total_layers > 0;
-  const int reps = last ? 1 : kReps;
-  SyntheticStep steps[kReps];
-  for (int i = 0; i < reps; ++i) {
-    if (f) {
-      steps[i].f_microbatch = 2 * i;
-      steps[i].f = *f;
-    }
-    if (b) {
-      steps[i].b_microbatch = 2 * i + 1;
-      steps[i].b = *b;
-      steps[i].b_last_microbatch = last;
-    }
-  }
-  build_steps(cfg, overlapped, steps, reps, std::max(1, total_layers), ws.sched);
-  SimOptions o = options;
-  o.keep_timings = false;
-  ws.sim.run(&ws.sched, 1, cfg, costs, o);
-  TimeNs end[kReps] = {0, 0, 0};
-  TimeNs send_f = -1, send_b = -1, dp_end = 0;
-  Timing t;
-  ws.ep.clear();
-  ws.compute.clear();
-  const auto& ops = ws.sched.ops;
-  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-    const ScheduleOp& op = ops[i];
-    const TimeNs s = ws.sim.start_ns(0, i), e = ws.sim.end_ns(0, i);
-    if (op.lane == Lane::grad_reduce) {
-      dp_end = std::max(dp_end, e);
-      continue;
-    }
-    end[op.step] = std::max(end[op.step], e);
-    if (op.step == reps - 1) {
-      if (op.pp_role == PpRole::send) (op.dir == Direction::forward ? send_f : send_b) = e;
-      (op.lane == Lane::compute ? t.busy_compute : t.busy_comm) += static_cast<double>(e - s);
-    }
-    if (e <= s) continue;
-    if (op.lane == Lane::compute) {
-      ws.compute.push_back({s, e});
-    } else if (op.kind == OpKind::dispatch || op.kind == OpKind::combine) {
-      ws.ep.push_back({s, e});
-    }
-  }
-  t.lambda = static_cast<double>(end[0]);
-  t.pi = static_cast<double>(end[reps - 1] - (reps > 1 ? end[reps - 2] : 0));
-  const double start_last = static_cast<double>(end[reps - 1]) - t.lambda;
-  t.sigma_f = send_f >= 0 ? static_cast<double>(send_f) - start_last : t.lambda;
-  t.sigma_b = send_b >= 0 ? static_cast<double>(send_b) - start_last : t.lambda;
-  t.exposed = static_cast<double>(uncovered_length_merged(ws.ep, ws.compute)) / reps;
-  t.dp_end = static_cast<double>(dp_end);
-  return t;
-}
-
-/// Timing of a step type: simulated with at most kKeep+1 repeated layers per side, extrapolated
-/// by the per-two-layer increment (two, so that a period-two steady state extrapolates exactly).
-Timing type_timing(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
-                   const SimOptions& options, int f_sig, int b_sig, int total_layers) {
-  const bool repeat_moe = cfg.model.num_experts > 0;
-  auto units = [&](int sig) {
-    return sig < 0 ? 1 << 30 : (repeat_moe ? ws.sigs[sig].moe : ws.sigs[sig].dense);
-  };
-  const int u = std::min(units(f_sig), units(b_sig));
-  const int removed = u > kKeep + 1 ? (u - kKeep) / 2 * 2 : 0;
-  auto run = [&](int less) {
-    ChunkShape fs, bs;
-    if (f_sig >= 0) fs = shape_of(cfg, ws.sigs[f_sig], units(f_sig) - less, repeat_moe);
-    if (b_sig >= 0) bs = shape_of(cfg, ws.sigs[b_sig], units(b_sig) - less, repeat_moe);
-    return simulate_type(ws, cfg, costs, overlapped, options, f_sig >= 0 ? &fs : nullptr,
-                         b_sig >= 0 ? &bs : nullptr, total_layers);
-  };
-  const Timing a = run(removed);
-  if (removed == 0) return a;
-  const Timing smaller = run(removed + 2);
-  return a.extrapolate(smaller, removed / 2);
 }
 
 }  // namespace
@@ -426,8 +270,8 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
     double end = runs[r].end;
     if (!cfg.opt.overlap_grad_reduce) end += dp_total;
     step = std::max({step, end, runs[r].dp_done});
-    out.exposed_ep_comm_ns = std::max(out.exposed_ep_comm_ns,
-                                      static_cast<TimeNs>(runs[r].exposed + 0.5));
+    out.exposed_ep_comm_ns =
+        std::max(out.exposed_ep_comm_ns, static_cast<TimeNs>(runs[r].exposed + 0.5));
   }
   out.step_ns = static_cast<TimeNs>(step + 0.5);
   for (int r = 0; r < P; ++r) {

@@ -9,6 +9,7 @@ list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   simulate_step.cpp
   timeline.cpp
   fast_path.cpp
+  fast_path_types.cpp
   maxplus.cpp
   trace.cpp
 )

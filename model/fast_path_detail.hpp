@@ -1,0 +1,76 @@
+#pragma once
+// Step types of the steady-state fast path (internal to model/): their shapes, simulated timings
+// and per-thread buffers (fast_path_types.cpp), used by the pipeline recursion (fast_path.cpp).
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/cost.hpp"
+#include "model/schedule.hpp"
+#include "model/simulate.hpp"
+#include "model/timeline.hpp"
+
+namespace epo::model::detail {
+
+/// Layer counts of a chunk shape that decide its cost.
+struct ShapeSig {
+  int dense = 0, moe = 0;
+  bool mtp = false, first = false, last = false;
+  bool operator==(const ShapeSig& o) const {
+    return dense == o.dense && moe == o.moe && mtp == o.mtp && first == o.first && last == o.last;
+  }
+};
+
+/// Cost signature of a chunk shape: its dense and MoE layer counts and stage flags.
+ShapeSig signature(const Config& cfg, const ChunkShape& c);
+
+/// Timing of one step type, in ns from the step's start.
+struct Timing {
+  double lambda = 0;   // span of the step alone
+  double pi = 0;       // increment when the same step follows back to back
+  double sigma_f = 0;  // forward send done, from the step's start
+  double sigma_b = 0;  // backward send done, from the step's start
+  double busy_compute = 0, busy_comm = 0, exposed = 0;
+  double dp_end = 0;  // gradient reduce done, from the step's start (last backward only)
+
+  Timing extrapolate(const Timing& smaller, double periods) const {
+    Timing t;
+    t.lambda = lambda + periods * (lambda - smaller.lambda);
+    t.pi = pi + periods * (pi - smaller.pi);
+    t.sigma_f = sigma_f + periods * (sigma_f - smaller.sigma_f);
+    t.sigma_b = sigma_b + periods * (sigma_b - smaller.sigma_b);
+    t.busy_compute = busy_compute + periods * (busy_compute - smaller.busy_compute);
+    t.busy_comm = busy_comm + periods * (busy_comm - smaller.busy_comm);
+    t.exposed = exposed + periods * (exposed - smaller.exposed);
+    t.dp_end = dp_end + periods * (dp_end - smaller.dp_end);
+    return t;
+  }
+};
+
+/// Per-thread buffers of fast_step (schedules, simulator, step-type tables, arrivals).
+struct Workspace {
+  Schedule sched;
+  SimWorkspace sim;
+  std::vector<int> stage_layers;
+  std::vector<ShapeSig> sigs;     // distinct chunk signatures
+  std::vector<int> sig_of;        // [rank * vpp + chunk]
+  std::vector<int> chunk_layers;  // [rank * vpp + chunk]: layers incl. MTP
+  std::vector<int> type_index;    // [(f_sig + 1) * (n + 1) + (b_sig + 1)] -> timings index
+  std::vector<Timing> timings;
+  struct LastKey {
+    int f_sig, b_sig, total_layers;
+  };
+  std::vector<LastKey> last_keys;  // last backward of a chunk (with the gradient reduce)
+  std::vector<Timing> last_timings;
+  std::vector<TimeNs> fwd_arrival, bwd_arrival;  // [stage * M + mb]
+  std::vector<Interval> ep, compute;
+};
+
+/// The calling thread's workspace.
+Workspace& workspace();
+
+/// Timing of a step type: simulated with at most kKeep+1 repeated layers per side, extrapolated
+/// by the per-two-layer increment (two, so that a period-two steady state extrapolates exactly).
+Timing type_timing(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
+                   const SimOptions& options, int f_sig, int b_sig, int total_layers);
+
+}  // namespace epo::model::detail
