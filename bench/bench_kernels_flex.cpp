@@ -1,51 +1,19 @@
-// bench_kernels rows of flex dispatch/combine: R virtual ranks on one GPU (swept over SM counts,
+// bench_kernels rows of flex dispatch/combine on one GPU: R virtual ranks (swept over SM counts,
 // bound: a copy kernel with the same number of blocks, and a full-GPU row against a
-// device-to-device copy), and the two-GPU NVLink mode (GB/s per direction against the SM count).
+// device-to-device copy); the flex worlds those rows and the two-GPU rows run on.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 #include <string>
 #include <vector>
 
-#include "bench/bench_kernels.hpp"
+#include "bench/bench_kernels_flex_world.hpp"
 
 namespace epo::bench::kernels {
 
 namespace ek = epo::kernels;
 
-namespace {
-
-constexpr double kMB = 1e6;
-constexpr double kTwoGpuGoalGbps = 340.0;
-constexpr int kTwoGpuGoalMaxSms = 16;
-
-struct Rank {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  DeviceMem storage, peers, x, logits, bias, topk_idx, topk_w, slots, per_rank, workspace;
-  ek::FlexBuffers buffers;
-  std::vector<int> per_rank_host;
-  // Receive side, for the combine.
-  DeviceMem permuted_row, row_src, offsets, counts, recv_workspace, expert_out;
-  int64_t expert_rows = 0;
-};
-
-struct World {
-  Shape shape;
-  int tokens = 0;
-  std::vector<Rank> ranks;
-  ek::FlexError* error = nullptr;
-  uint64_t dispatch_seq = 0, combine_seq = 0;
-  ~World() {
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      // Virtual ranks share rank 0's stream; destroy each stream once.
-      if (!ranks[i].stream || (i > 0 && ranks[i].stream == ranks[0].stream)) continue;
-      cudaSetDevice(ranks[i].device);
-      cudaStreamDestroy(ranks[i].stream);
-    }
-    if (error) cudaFreeHost(error);
-  }
-};
+namespace flex {
 
 void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& devices) {
   const int R = static_cast<int>(devices.size());
@@ -175,6 +143,20 @@ int64_t copies_sent(const World& w) {
   return n;
 }
 
+}  // namespace flex
+
+namespace {
+
+using flex::copies_sent;
+using flex::kMB;
+using flex::send_combine;
+using flex::send_dispatch;
+using flex::setup;
+using flex::setup_receive_side;
+using flex::wait_and_reduce_combine;
+using flex::wait_dispatch;
+using flex::World;
+
 }  // namespace
 
 void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks,
@@ -262,225 +244,6 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
       report.goal("flex_combine " + what, pct_c, ">=", 80.0, "%");
     }
   }
-}
-
-void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
-                           const std::vector<int>& sm_counts, const Timing& timing) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
-    report.context("two_gpu_flex", "skipped: fewer than two GPUs");
-    return;
-  }
-  int can01 = 0, can10 = 0;
-  cudaDeviceCanAccessPeer(&can01, 0, 1);
-  cudaDeviceCanAccessPeer(&can10, 1, 0);
-  if (!can01 || !can10) {
-    report.context("two_gpu_flex", "skipped: GPUs 0 and 1 have no peer access");
-    return;
-  }
-  for (int d : {0, 1}) {
-    cuda_check(cudaSetDevice(d), "cudaSetDevice");
-    cudaError_t status = cudaDeviceEnablePeerAccess(1 - d, 0);
-    if (status == cudaErrorPeerAccessAlreadyEnabled)
-      cudaGetLastError();
-    else
-      cuda_check(status, "cudaDeviceEnablePeerAccess");
-  }
-  World w;
-  setup(w, shape, tokens, {0, 1});
-  const double row_bytes = 2.0 * shape.hidden;
-  // Bytes crossing NVLink in each direction: rank 0's tokens for rank 1 and the other way round.
-  const double bytes_01 = w.ranks[0].per_rank_host[1] * row_bytes;
-  const double bytes_10 = w.ranks[1].per_rank_host[0] * row_bytes;
-  std::vector<DeviceMem> outs;
-  for (auto& k : w.ranks) {
-    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
-    outs.emplace_back(sizeof(ek::bf16) * tokens * static_cast<size_t>(shape.hidden));
-  }
-  cudaEvent_t start[2], stop[2];
-  for (int r = 0; r < 2; ++r) {
-    cuda_check(cudaSetDevice(r), "cudaSetDevice");
-    cuda_check(cudaEventCreate(&start[r]), "cudaEventCreate");
-    cuda_check(cudaEventCreate(&stop[r]), "cudaEventCreate");
-  }
-  // Times the send kernels of both GPUs, launched together; the waits follow outside the timing.
-  auto timed = [&](auto&& send, auto&& finish) {
-    std::vector<double> samples;
-    for (int i = 0; i < timing.warmup + timing.iters; ++i) {
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaStreamSynchronize(w.ranks[r].stream), "sync");
-      }
-      send(start, stop);
-      finish();
-      float ms[2];
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaStreamSynchronize(w.ranks[r].stream), "sync");
-        cuda_check(cudaEventElapsedTime(&ms[r], start[r], stop[r]), "elapsed");
-      }
-      if (i >= timing.warmup) samples.push_back(1000.0 * std::max(ms[0], ms[1]));
-    }
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
-  };
-  auto dispatch_send = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      ++w.dispatch_seq;
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
-      }
-      for (int r = 0; r < 2; ++r) {
-        send_dispatch(w, r, sms);
-        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
-      }
-    };
-  };
-  auto dispatch_finish = [&] {
-    for (int r = 0; r < 2; ++r) wait_dispatch(w, r);
-  };
-  auto combine_send = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      ++w.combine_seq;
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
-      }
-      for (int r = 0; r < 2; ++r) {
-        send_combine(w, r, sms);
-        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
-      }
-    };
-  };
-  auto combine_finish = [&] {
-    for (int r = 0; r < 2; ++r) wait_and_reduce_combine(w, r, 32, outs[r]);
-  };
-  // Raw bound: the same number of blocks storing rank 0's bytes into GPU 1 and back at once.
-  auto peer_copy = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
-      }
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        const double bytes = r == 0 ? bytes_01 : bytes_10;
-        // rank r's x region is the source, the peer's combine_x the destination (scratch here).
-        launch_copy_kernel(
-            w.ranks[1 - r].buffers.combine_x, w.ranks[r].buffers.recv_x,
-            std::min(static_cast<size_t>(bytes),
-                     static_cast<size_t>(w.tokens) * static_cast<size_t>(row_bytes)) /
-                16 * 16,
-            sms, w.ranks[r].stream);
-        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
-      }
-    };
-  };
-  // Local-read side of the combine: each GPU reads its expert rows (what combine_send reads) with
-  // the same number of blocks, both GPUs at once. Added to the NVLink store bound, it is the
-  // combine's ceiling with that many SMs (the combine cannot send faster than it reads).
-  std::vector<DeviceMem> sinks;
-  for (auto& k : w.ranks) {
-    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
-    sinks.emplace_back(16);
-  }
-  auto local_read = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
-      }
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        const Rank& k = w.ranks[r];
-        launch_read_kernel(k.expert_out.as<void>(),
-                           static_cast<size_t>(k.expert_rows) * static_cast<size_t>(row_bytes),
-                           sinks[r].as<void>(), sms, k.stream);
-        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
-      }
-    };
-  };
-  auto nothing = [] {};
-
-  // One dispatch so the receive side (for the combine) has data.
-  timed(dispatch_send(32), dispatch_finish);
-  ek::check_flex_error(w.error);
-  setup_receive_side(w);
-  report.context("two_gpu_reference",
-                 "plain store kernel 353 GB/s per direction with 8 SMs (perf_anchors §7)");
-  {
-    // The combine reads every local expert row of a token before it sends one row: with top-k
-    // spread over two ranks that is several rows read locally per row crossing NVLink.
-    const double rows_sent = std::min(w.ranks[0].per_rank_host[1], w.ranks[1].per_rank_host[0]);
-    const double local_read_mb =
-        static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) * row_bytes /
-        kMB;
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "combine also reads %.0f MB of local expert rows per GPU (%.1f per row crossing "
-                  "NVLink) and writes as much locally as it sends",
-                  local_read_mb, rows_sent > 0 ? local_read_mb * kMB / row_bytes / rows_sent : 0.0);
-    report.context("nvl_combine_local", line);
-  }
-  const double local_read_bytes =
-      static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) * row_bytes;
-  double best_dispatch = 0, best_combine = 0, best_ceiling = 0;
-  int best_ceiling_sms = 0;
-  for (int sms : sm_counts) {
-    const double t_d = timed(dispatch_send(sms), dispatch_finish);
-    const double t_c = timed(combine_send(sms), combine_finish);
-    const double t_copy = timed(peer_copy(sms), nothing);
-    const double t_read = timed(local_read(sms), nothing);
-    ek::check_flex_error(w.error);
-    const double dir_bytes = std::min(bytes_01, bytes_10);
-    // Ceiling of the combine with `sms` SMs: the slower of its local reads and its NVLink stores
-    // (assumes they overlap perfectly; reading and storing on the same SMs can only be slower).
-    const double t_ceiling = std::max(t_copy, t_read);
-    const std::string param = "2gpu sms=" + std::to_string(sms);
-    // Combine moves the same rows back: rank d sends what it received from the other rank.
-    add_row(report,
-            {"flex_dispatch_nvl", shape.model, param, tokens, t_d, dir_bytes / kMB, -1, t_copy});
-    add_row(report,
-            {"flex_combine_nvl", shape.model, param, tokens, t_c, dir_bytes / kMB, -1, t_copy});
-    add_row(report,
-            {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
-    add_row(report, {"combine_local_read", shape.model, param, tokens, t_read,
-                     local_read_bytes / kMB, -1, -1});
-    // data = bytes per direction, time = max(peer_store_copy, combine_local_read): its GB/s is
-    // what the combine could reach with these SMs.
-    add_row(report, {"combine_ceiling_nvl", shape.model, param, tokens, t_ceiling, dir_bytes / kMB,
-                     -1, -1});
-    if (sms <= kTwoGpuGoalMaxSms) {
-      best_dispatch = std::max(best_dispatch, dir_bytes / kMB / t_d * 1e3);
-      best_combine = std::max(best_combine, dir_bytes / kMB / t_c * 1e3);
-      if (dir_bytes / kMB / t_ceiling * 1e3 > best_ceiling) {
-        best_ceiling = dir_bytes / kMB / t_ceiling * 1e3;
-        best_ceiling_sms = sms;
-      }
-    }
-  }
-  {
-    char line[240];
-    std::snprintf(
-        line, sizeof line,
-        "with <= %d SMs the combine can send at most %.0f GB/s per direction (at %d SMs): "
-        "it must first read %.0f MB of local expert rows per GPU (row combine_local_read)",
-        kTwoGpuGoalMaxSms, best_ceiling, best_ceiling_sms, local_read_bytes / kMB);
-    report.context("nvl_combine_ceiling", line);
-  }
-  report.goal("flex_dispatch_nvl " + shape.model + " " + std::to_string(tokens) +
-                  " GB/s per direction, <=16 SMs",
-              best_dispatch, ">=", kTwoGpuGoalGbps, "GB/s");
-  report.goal("flex_combine_nvl " + shape.model + " " + std::to_string(tokens) +
-                  " GB/s per direction, <=16 SMs",
-              best_combine, ">=", kTwoGpuGoalGbps, "GB/s");
-  for (int r = 0; r < 2; ++r) {
-    cudaSetDevice(r);
-    cudaEventDestroy(start[r]);
-    cudaEventDestroy(stop[r]);
-  }
-  cudaSetDevice(0);
 }
 
 }  // namespace epo::bench::kernels
