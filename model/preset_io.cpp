@@ -3,6 +3,9 @@
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
 
+#include <map>
+#include <string>
+
 namespace epo::model {
 
 // ---------------------------------------------------------------------------------------------
@@ -71,15 +74,22 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
   return m;
 }
 
+namespace {
+/// Writes j[key] = value, as {"value", "source"} when the value has a recorded source.
+template <typename T>
+void put_sourced(nlohmann::json& j, const std::map<std::string, std::string>& sources,
+                 const char* key, T value) {
+  auto it = sources.find(key);
+  if (it != sources.end()) j[key] = {{"value", value}, {"source", it->second}};
+  else j[key] = value;
+}
+}  // namespace
+
 nlohmann::json to_json(const ModelSpec& m) {
   nlohmann::json j;
   j["schema_version"] = 1;
   j["name"] = m.name;
-  auto put = [&](const char* k, int v) {
-    auto it = m.sources.find(k);
-    if (it != m.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
-    else j[k] = v;
-  };
+  auto put = [&](const char* k, int v) { put_sourced(j, m.sources, k, v); };
   put("num_layers", m.num_layers);
   put("hidden_size", m.hidden_size);
   put("num_attention_heads", m.num_attention_heads);
@@ -161,16 +171,8 @@ nlohmann::json to_json(const HardwareProfile& h) {
   j["name"] = h.name;
   j["gpu_name"] = h.gpu_name;
   j["compute_capability_major"] = h.compute_capability_major;
-  auto put = [&](const char* k, double v) {
-    auto it = h.sources.find(k);
-    if (it != h.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
-    else j[k] = v;
-  };
-  auto put_int = [&](const char* k, int v) {
-    auto it = h.sources.find(k);
-    if (it != h.sources.end()) j[k] = {{"value", v}, {"source", it->second}};
-    else j[k] = v;
-  };
+  auto put = [&](const char* k, double v) { put_sourced(j, h.sources, k, v); };
+  auto put_int = [&](const char* k, int v) { put_sourced(j, h.sources, k, v); };
   put_int("num_sms", h.num_sms);
   put("bf16_tflops", h.bf16_tflops);
   put("fp8_tflops", h.fp8_tflops);
