@@ -159,6 +159,35 @@ void flex_recv_splits(Group& g, int mb, int layer) {
   }
 }
 
+/// Flex transfer from the expert ranks back to the token ranks (combine forward; dispatch
+/// backward carries gradients the same way): every rank sends first, then every rank waits and
+/// reduces, so issuing all ranks from one thread cannot deadlock.
+void flex_to_sources(Group& g, int mb, int layer, bool backward) {
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    SlotLayer& s = rs->slot(mb, layer);
+    const auto& sh = rs->shape();
+    FlexState& fx = rs->flex();
+    kernels::launch_flex_combine_send(
+        rs->rank(), rs->setup().num_ranks, backward ? s.d_xperm : s.y_perm, s.splits.padded_rows,
+        s.fx_permuted_row, sh.hidden, sh.topk, sh.tokens, backward ? fx.peers_bwd : fx.peers_fwd,
+        backward ? fx.bwd : fx.fwd, backward ? s.flex_seq_bwd : s.flex_seq_fwd, g.comm_sms,
+        rs->comm());
+  }
+  for (RankState* rs : g.ranks) {
+    ScopedOp scope(rs->rank(), op_context().op);
+    SlotLayer& s = rs->slot(mb, layer);
+    const auto& sh = rs->shape();
+    FlexState& fx = rs->flex();
+    auto& buffers = backward ? fx.bwd : fx.fwd;
+    kernels::launch_flex_combine_wait(rs->rank(), rs->setup().num_ranks, buffers,
+                                      backward ? s.flex_seq_bwd : s.flex_seq_fwd,
+                                      g.flex_timeout_cycles, fx.error, rs->comm());
+    kernels::launch_flex_combine_reduce(rs->setup().num_ranks, buffers, s.token_slot, sh.tokens,
+                                        sh.hidden, sh.tokens, s.moe_out, g.comm_sms, rs->comm());
+  }
+}
+
 }  // namespace
 
 void dispatch_fwd(Group& g, int op_index, int mb, int layer) {
@@ -206,25 +235,9 @@ void dispatch_fwd(Group& g, int op_index, int mb, int layer) {
 
 void combine_fwd(Group& g, int op_index, int mb, int layer) {
   if (g.transport == Transport::flex) {
+    flex_to_sources(g, mb, layer, false);
     for (RankState* rs : g.ranks) {
       ScopedOp scope(rs->rank(), op_context().op);
-      SlotLayer& s = rs->slot(mb, layer);
-      const auto& sh = rs->shape();
-      FlexState& fx = rs->flex();
-      kernels::launch_flex_combine_send(rs->rank(), rs->setup().num_ranks, s.y_perm,
-                                        s.splits.padded_rows, s.fx_permuted_row, sh.hidden,
-                                        sh.topk, sh.tokens, fx.peers_fwd, fx.fwd, s.flex_seq_fwd,
-                                        g.comm_sms, rs->comm());
-    }
-    for (RankState* rs : g.ranks) {
-      ScopedOp scope(rs->rank(), op_context().op);
-      SlotLayer& s = rs->slot(mb, layer);
-      const auto& sh = rs->shape();
-      FlexState& fx = rs->flex();
-      kernels::launch_flex_combine_wait(rs->rank(), rs->setup().num_ranks, fx.fwd, s.flex_seq_fwd,
-                                        g.flex_timeout_cycles, fx.error, rs->comm());
-      kernels::launch_flex_combine_reduce(rs->setup().num_ranks, fx.fwd, s.token_slot, sh.tokens,
-                                          sh.hidden, sh.tokens, s.moe_out, g.comm_sms, rs->comm());
       combine_fwd_post(*rs, mb, layer, false);
     }
     return;
@@ -281,26 +294,7 @@ void combine_bwd(Group& g, int /*op_index*/, int mb, int layer) {
 
 void dispatch_bwd(Group& g, int op_index, int mb, int layer) {
   if (g.transport == Transport::flex) {
-    for (RankState* rs : g.ranks) {
-      ScopedOp scope(rs->rank(), op_context().op);
-      SlotLayer& s = rs->slot(mb, layer);
-      const auto& sh = rs->shape();
-      FlexState& fx = rs->flex();
-      kernels::launch_flex_combine_send(rs->rank(), rs->setup().num_ranks, s.d_xperm,
-                                        s.splits.padded_rows, s.fx_permuted_row, sh.hidden,
-                                        sh.topk, sh.tokens, fx.peers_bwd, fx.bwd, s.flex_seq_bwd,
-                                        g.comm_sms, rs->comm());
-    }
-    for (RankState* rs : g.ranks) {
-      ScopedOp scope(rs->rank(), op_context().op);
-      SlotLayer& s = rs->slot(mb, layer);
-      const auto& sh = rs->shape();
-      FlexState& fx = rs->flex();
-      kernels::launch_flex_combine_wait(rs->rank(), rs->setup().num_ranks, fx.bwd, s.flex_seq_bwd,
-                                        g.flex_timeout_cycles, fx.error, rs->comm());
-      kernels::launch_flex_combine_reduce(rs->setup().num_ranks, fx.bwd, s.token_slot, sh.tokens,
-                                          sh.hidden, sh.tokens, s.moe_out, g.comm_sms, rs->comm());
-    }
+    flex_to_sources(g, mb, layer, true);
     return;
   }
   if (g.transport == Transport::nccl)

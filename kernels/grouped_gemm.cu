@@ -261,6 +261,30 @@ size_t grouped_gemm_workspace_bytes(int num_experts) {
   return 3 * kPointerBatch * sizeof(void*);
 }
 
+namespace {
+
+/// True when some expert has tokens (then the token buffers must be valid and aligned).
+bool any_tokens(const int* num_tokens_per_expert, int num_experts) {
+  for (int e = 0; e < num_experts; ++e)
+    if (num_tokens_per_expert[e] > 0) return true;
+  return false;
+}
+
+/// One GEMM per expert with tokens; make(e, row_offset, m) describes expert e's problem.
+template <typename Make>
+std::vector<RowMajorGemm> expert_problems(const int* num_tokens_per_expert,
+                                          const int64_t* row_offset_per_expert, int num_experts,
+                                          Make make) {
+  std::vector<RowMajorGemm> problems;
+  for (int e = 0; e < num_experts; ++e) {
+    const int m = num_tokens_per_expert[e];
+    if (m > 0) problems.push_back(make(e, row_offset_per_expert[e], m));
+  }
+  return problems;
+}
+
+}  // namespace
+
 void grouped_gemm_fwd(cublasHandle_t handle, const bf16* x, const bf16* w, bf16* out,
                       const int* num_tokens_per_expert, const int64_t* row_offset_per_expert,
                       int num_experts, int n, int k, GroupedGemmAlgo algo, void* workspace,
@@ -269,16 +293,16 @@ void grouped_gemm_fwd(cublasHandle_t handle, const bf16* x, const bf16* w, bf16*
   check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
   detail::require_pointer(w, kFn, "w");
   EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  std::vector<RowMajorGemm> problems;
-  for (int e = 0; e < num_experts; ++e) {
-    const int m = num_tokens_per_expert[e];
-    if (m == 0) continue;
+  if (any_tokens(num_tokens_per_expert, num_experts)) {
     detail::require_aligned16(x, kFn, "x");
     detail::require_aligned16(out, kFn, "out");
-    const int64_t row = row_offset_per_expert[e];
-    problems.push_back(
-        {x + row * k, w + static_cast<int64_t>(e) * k * n, out + row * n, m, n, k, false, false});
   }
+  // out_e[m][n] = x_e[m][k] @ w_e[k][n]
+  const auto problems = expert_problems(
+      num_tokens_per_expert, row_offset_per_expert, num_experts, [&](int e, int64_t row, int m) {
+        return RowMajorGemm{x + row * k, w + static_cast<int64_t>(e) * k * n, out + row * n,
+                            m, n, k, false, false};
+      });
   run_grouped(handle, problems, 0.f, algo, workspace, stream, kFn);
 }
 
@@ -290,17 +314,16 @@ void grouped_gemm_dgrad(cublasHandle_t handle, const bf16* dy, const bf16* w, bf
   check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
   detail::require_pointer(w, kFn, "w");
   EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  std::vector<RowMajorGemm> problems;
-  for (int e = 0; e < num_experts; ++e) {
-    const int m = num_tokens_per_expert[e];
-    if (m == 0) continue;
+  if (any_tokens(num_tokens_per_expert, num_experts)) {
     detail::require_aligned16(dy, kFn, "dy");
     detail::require_aligned16(dx, kFn, "dx");
-    const int64_t row = row_offset_per_expert[e];
-    // dx_e[m][k] = dy_e[m][n] @ (w_e[k][n])^T
-    problems.push_back(
-        {dy + row * n, w + static_cast<int64_t>(e) * k * n, dx + row * k, m, k, n, false, true});
   }
+  // dx_e[m][k] = dy_e[m][n] @ (w_e[k][n])^T
+  const auto problems = expert_problems(
+      num_tokens_per_expert, row_offset_per_expert, num_experts, [&](int e, int64_t row, int m) {
+        return RowMajorGemm{dy + row * n, w + static_cast<int64_t>(e) * k * n, dx + row * k,
+                            m, k, n, false, true};
+      });
   run_grouped(handle, problems, 0.f, algo, workspace, stream, kFn);
 }
 
@@ -312,22 +335,22 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
   check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
   detail::require_aligned16(dw, kFn, "dw");
   EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  std::vector<RowMajorGemm> problems;
-  for (int e = 0; e < num_experts; ++e) {
-    const int m = num_tokens_per_expert[e];
-    bf16* dw_e = dw + static_cast<int64_t>(e) * k * n;
-    if (m == 0) {
-      // A GEMM over zero rows gives zero (or leaves the accumulator alone).
-      if (!accumulate)
-        EPO_CUDA_CHECK(cudaMemsetAsync(dw_e, 0, sizeof(bf16) * static_cast<size_t>(k) * n, stream));
-      continue;
-    }
+  if (any_tokens(num_tokens_per_expert, num_experts)) {
     detail::require_aligned16(x, kFn, "x");
     detail::require_aligned16(dy, kFn, "dy");
-    const int64_t row = row_offset_per_expert[e];
-    // dw_e[k][n] = (x_e[m][k])^T @ dy_e[m][n]
-    problems.push_back({x + row * k, dy + row * n, dw_e, k, n, m, true, false});
   }
+  // A GEMM over zero rows gives zero (or leaves the accumulator alone).
+  if (!accumulate)
+    for (int e = 0; e < num_experts; ++e)
+      if (num_tokens_per_expert[e] == 0)
+        EPO_CUDA_CHECK(cudaMemsetAsync(dw + static_cast<int64_t>(e) * k * n, 0,
+                                       sizeof(bf16) * static_cast<size_t>(k) * n, stream));
+  // dw_e[k][n] = (x_e[m][k])^T @ dy_e[m][n]
+  const auto problems = expert_problems(
+      num_tokens_per_expert, row_offset_per_expert, num_experts, [&](int e, int64_t row, int m) {
+        return RowMajorGemm{x + row * k, dy + row * n, dw + static_cast<int64_t>(e) * k * n, k,
+                            n, m, true, false};
+      });
   run_grouped(handle, problems, accumulate ? 1.f : 0.f, algo, workspace, stream, kFn);
 }
 
