@@ -93,6 +93,11 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
 NcclComm::NcclComm(int num_ranks, const ncclUniqueId& id, int rank) {
   EPO_CHECK_NCCL(nullptr, ncclCommInitRank(&c_, num_ranks, id, rank));
 }
+NcclComm NcclComm::split(int rank) const {
+  NcclComm out;
+  EPO_CHECK_NCCL(c_, ncclCommSplit(c_, 0, rank, &out.c_, nullptr));
+  return out;
+}
 void NcclComm::finalize() {
   if (!c_ || finalized_) return;
   EPO_CHECK_NCCL(c_, ncclCommFinalize(c_));

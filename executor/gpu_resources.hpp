@@ -117,6 +117,9 @@ class NcclComm {
       : c_(std::exchange(o.c_, nullptr)), finalized_(o.finalized_) {}
   NcclComm& operator=(NcclComm&&) = delete;
   ncclComm_t get() const { return c_; }
+  /// A second communicator of the same ranks (collective: every rank calls it), e.g. for
+  /// metadata exchanges that must not be ordered after this communicator's transfers.
+  NcclComm split(int rank) const;
   void finalize();
 
  private:

@@ -139,9 +139,18 @@ void pre_dispatch_fwd(RankState& rs, int mb, int layer) {
   kernels::launch_alltoall_layout(s.topk_idx, nullptr, 0, NT, K, E, 1, rows, s.permuted_row,
                                   s.row_src_token, s.expert_offsets, s.ntpe, s.layout_ws, st);
   kernels::launch_permute(s.h, NT, H, s.row_src_token, rows, s.x_send, st);
-  const int own_row = R > 1 ? rs.rank() : 0;
-  EPO_CHECK_CUDA(cudaMemcpyAsync(s.counts_host + static_cast<std::int64_t>(own_row) * E, s.ntpe,
-                                 sizeof(int) * E, cudaMemcpyDeviceToHost, st));
+  // Megatron's dispatch_preprocess: tokens-per-expert all-gathered over the EP group and copied
+  // to the host here, so the dispatch only waits for them (its host sync) and moves tokens.
+  if (rs.setup().transport == Transport::nccl) {
+    EPO_CHECK_NCCL(rs.nccl_meta, ncclAllGather(s.ntpe, s.counts_all, static_cast<size_t>(E),
+                                               ncclInt32, rs.nccl_meta, st));
+    EPO_CHECK_CUDA(cudaMemcpyAsync(s.counts_host, s.counts_all, sizeof(int) * E * R,
+                                   cudaMemcpyDeviceToHost, st));
+  } else {
+    const int own_row = R > 1 ? rs.rank() : 0;
+    EPO_CHECK_CUDA(cudaMemcpyAsync(s.counts_host + static_cast<std::int64_t>(own_row) * E, s.ntpe,
+                                   sizeof(int) * E, cudaMemcpyDeviceToHost, st));
+  }
   EPO_CHECK_CUDA(cudaEventRecord(s.counts_ready->get(), st));
 }
 

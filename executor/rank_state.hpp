@@ -125,6 +125,10 @@ class RankState {
   const float* score_bias() const { return score_bias_; }
   FlexState& flex() { return flex_; }
   ncclComm_t nccl = nullptr;         ///< set by the runner in NCCL mode
+  /// The counts all-gather's communicator (NCCL mode): a split of `nccl`, as Megatron's TPxEP
+  /// group is apart from its EP group, so the all-gather issued in pre_dispatch on the compute
+  /// stream never queues behind the other micro-batch's token all-to-all.
+  ncclComm_t nccl_meta = nullptr;
   bool dense_grads_reduced = false;  ///< dp_grad_reduce summed dense grads over ranks
 
   /// Zeros every gradient (start of a step), on the compute stream.

@@ -187,7 +187,9 @@ void run_threads(const Plan& p, Shared& shared) {
         RankState rs(p.cfg, p.sh, setup_for(p, r, r));
         barrier.wait();  // every rank allocated before the collective communicator init
         NcclComm comm(p.ranks, id, r);
+        NcclComm meta = comm.split(r);
         rs.nccl = comm.get();
+        rs.nccl_meta = meta.get();
         Group g;
         g.ranks = {&rs};
         g.transport = p.transport;
@@ -201,6 +203,7 @@ void run_threads(const Plan& p, Shared& shared) {
         barrier.wait();
         run_group(p, g, shared, [&] { barrier.wait(); });
         EPO_CHECK_CUDA(cudaDeviceSynchronize());
+        meta.finalize();
         comm.finalize();
         barrier.wait();  // peers' flex buffers stay alive until everyone is done
       } catch (...) {

@@ -98,22 +98,11 @@ void nccl_exchange(RankState& rs, int mb, int layer, Dir dir) {
   EPO_CHECK_NCCL(rs.nccl, ncclGroupEnd());
 }
 
-/// Alltoall splits: every rank's counts to the host (host sync), then splits and the device copy
-/// of the received counts (for the sort-chunks layout).
+/// Alltoall splits: every rank's counts (gathered and copied to the host by pre_dispatch) reach
+/// the host (host sync), then splits and the device copy of the received counts (for the
+/// sort-chunks layout).
 void alltoall_splits_all(Group& g, int mb, int layer) {
   const int E = g.ranks[0]->shape().num_experts;
-  for (RankState* rs : g.ranks) {
-    ScopedOp scope(rs->rank(), op_context().op);
-    SlotLayer& s = rs->slot(mb, layer);
-    if (g.transport == Transport::nccl) {
-      EPO_CHECK_NCCL(rs->nccl, ncclAllGather(s.ntpe, s.counts_all, static_cast<size_t>(E), ncclInt32,
-                                             rs->nccl, rs->comm()));
-      EPO_CHECK_CUDA(cudaMemcpyAsync(s.counts_host, s.counts_all,
-                                     sizeof(int) * E * rs->setup().num_ranks,
-                                     cudaMemcpyDeviceToHost, rs->comm()));
-      EPO_CHECK_CUDA(cudaEventRecord(s.counts_ready->get(), rs->comm()));
-    }
-  }
   for (RankState* rs : g.ranks) {  // the host waits (Megatron's D2H sync before the A2A)
     ScopedOp scope(rs->rank(), op_context().op);
     EPO_CHECK_CUDA(cudaEventSynchronize(rs->slot(mb, layer).counts_ready->get()));
