@@ -19,7 +19,7 @@ namespace {
 
 struct RunArgs {
   ConfigFlags cfg;
-  std::string plan, json_path, trace_path;
+  std::string plan, json_path, trace_path, expert_gemm = "auto";
   int layers = 0, iters = 5, warmup = 2;
   bool check = false, no_raw_alltoall = false;
 };
@@ -71,6 +71,7 @@ int run_command(RunArgs& a) {
   opt.warmup = a.warmup;
   opt.check = a.check;
   opt.raw_alltoall = !a.no_raw_alltoall;
+  opt.expert_gemm = a.expert_gemm;
   opt.command_line = command_line();
   opt.git_revision = EPO_GIT_REVISION;
   exec::check_runnable(cfg, opt);
@@ -130,6 +131,10 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--trace", args->trace_path, "write the measured Chrome trace here");
   sub->add_flag("--check", args->check, "compare with a single-rank reference and across "
                                         "schedules");
+  sub->add_option("--expert-gemm", args->expert_gemm,
+                  "cuBLAS path of the expert GEMMs: auto (one grouped launch when experts average "
+                  "under 1024 rows, else one GEMM per expert; what the model assumes), "
+                  "per-expert, grouped, streams");
   sub->add_flag("--no-raw-alltoall", args->no_raw_alltoall,
                 "skip the raw ncclAlltoAll of the dispatch bytes (several GPUs)");
   sub->callback([&run, args] { run = [args] { return run_command(*args); }; });

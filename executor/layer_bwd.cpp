@@ -69,12 +69,12 @@ void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
     launch_gather_scaled(rs.flex().bwd.recv_x, s.fx_row_src, s.row_w, rows, H, d_out, st);
   else
     kernels::launch_permute(s.x_recv, received, H, s.row_src, rows, d_out, st);
-  const auto algo = kernels::GroupedGemmAlgo::kPerExpertLoop;
+  const auto algo = expert_gemm_algo(rs, sp);
   kernels::grouped_gemm_dgrad(rs.blas(), d_out, w.w2, s.d_act, sp.loc_rows.data(),
-                              sp.loc_off.data(), El, H, F, algo, nullptr, st);
+                              sp.loc_off.data(), El, H, F, algo, rs.gemm_workspace(), st);
   kernels::launch_swiglu_bwd(s.fc1, s.d_act, rows, F, s.d_fc1, st);
   kernels::grouped_gemm_dgrad(rs.blas(), s.d_fc1, w.w1, s.d_xperm, sp.loc_rows.data(),
-                              sp.loc_off.data(), El, 2 * F, H, algo, nullptr, st);
+                              sp.loc_off.data(), El, 2 * F, H, algo, rs.gemm_workspace(), st);
   if (with_wgrad) mlp_wgrad(rs, mb, layer);
   if (rs.setup().transport != Transport::flex)
     kernels::launch_permute(s.d_xperm, rows, H, s.row_dst, received, s.x_recv, st);
@@ -127,11 +127,13 @@ void mlp_wgrad(RankState& rs, int mb, int layer) {
   }
   const Splits& sp = s.splits;
   const int H = sh.hidden, F = sh.expert_ffn, El = rs.local_experts();
-  const auto algo = kernels::GroupedGemmAlgo::kPerExpertLoop;
+  const auto algo = expert_gemm_algo(rs, sp);
   kernels::grouped_gemm_wgrad(rs.blas(), s.act, s.y_perm, w.g_w2, sp.loc_rows.data(),
-                              sp.loc_off.data(), El, H, F, true, algo, nullptr, rs.compute());
+                              sp.loc_off.data(), El, H, F, true, algo, rs.gemm_workspace(),
+                              rs.compute());
   kernels::grouped_gemm_wgrad(rs.blas(), s.x_perm, s.d_fc1, w.g_w1, sp.loc_rows.data(),
-                              sp.loc_off.data(), El, 2 * F, H, true, algo, nullptr, rs.compute());
+                              sp.loc_off.data(), El, 2 * F, H, true, algo, rs.gemm_workspace(),
+                              rs.compute());
 }
 
 void pre_dispatch_wgrad(RankState& rs, int mb, int layer) {

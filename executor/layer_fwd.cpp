@@ -180,12 +180,12 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
                                        s.loc_ntpe, st);
     kernels::launch_permute(s.x_recv, received, H, s.row_src, rows, s.x_perm, st);
   }
-  const auto algo = kernels::GroupedGemmAlgo::kPerExpertLoop;
+  const auto algo = expert_gemm_algo(rs, sp);
   kernels::grouped_gemm_fwd(rs.blas(), s.x_perm, w.w1, s.fc1, sp.loc_rows.data(),
-                            sp.loc_off.data(), El, 2 * F, H, algo, nullptr, st);
+                            sp.loc_off.data(), El, 2 * F, H, algo, rs.gemm_workspace(), st);
   kernels::launch_swiglu_fwd(s.fc1, rows, F, s.act, st);
   kernels::grouped_gemm_fwd(rs.blas(), s.act, w.w2, s.y_perm, sp.loc_rows.data(),
-                            sp.loc_off.data(), El, H, F, algo, nullptr, st);
+                            sp.loc_off.data(), El, H, F, algo, rs.gemm_workspace(), st);
   if (rs.setup().transport != Transport::flex)
     kernels::launch_permute(s.y_perm, rows, H, s.row_dst, received, s.x_recv, st);
 }

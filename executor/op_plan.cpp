@@ -8,6 +8,7 @@
 
 #include "executor/run.hpp"
 #include "kernels/kernel_types.hpp"
+#include "model/cost.hpp"
 #include "model/error.hpp"
 
 namespace epo::exec {
@@ -34,6 +35,7 @@ model::Config with_layers(const model::Config& cfg, int layers) {
 }
 
 void check_runnable(const model::Config& cfg, const RunOptions& options) {
+  parse_expert_gemm(options.expert_gemm);
   const auto& p = cfg.par;
   const auto& m = cfg.model;
   auto need = [](bool ok, const std::string& what) {
@@ -157,6 +159,32 @@ Splits flex_splits(const std::vector<int>& loc_counts, int align) {
   s.padded_rows = padded_offsets(s.loc_rows, align, s.loc_off);
   for (int c : loc_counts) s.total_recv += c;
   return s;
+}
+
+const char* to_string(ExpertGemm g) {
+  switch (g) {
+    case ExpertGemm::automatic: return "auto";
+    case ExpertGemm::per_expert: return "per-expert";
+    case ExpertGemm::grouped: return "grouped";
+    case ExpertGemm::streams: return "streams";
+  }
+  return "?";
+}
+
+ExpertGemm parse_expert_gemm(const std::string& text) {
+  for (ExpertGemm g : {ExpertGemm::automatic, ExpertGemm::per_expert, ExpertGemm::grouped,
+                       ExpertGemm::streams})
+    if (text == to_string(g)) return g;
+  throw EPO_INPUT_ERROR("--expert-gemm: '", text, "' is not one of auto, per-expert, grouped, streams");
+}
+
+ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp) {
+  if (requested != ExpertGemm::automatic) return requested;
+  if (sp.loc_rows.empty()) return ExpertGemm::per_expert;
+  std::int64_t rows = 0;
+  for (int r : sp.loc_rows) rows += r;
+  const double mean = static_cast<double>(rows) / static_cast<double>(sp.loc_rows.size());
+  return mean < model::kGroupedLaunchMaxRowsPerExpert ? ExpertGemm::grouped : ExpertGemm::per_expert;
 }
 
 int activation_slots(const model::Schedule& schedule) {

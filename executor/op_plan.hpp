@@ -12,6 +12,17 @@
 
 namespace epo::exec {
 
+/// How a rank issues its expert GEMMs through cuBLAS (kernels::GroupedGemmAlgo).
+enum class ExpertGemm {
+  automatic,   ///< grouped below model::kGroupedLaunchMaxRowsPerExpert mean rows, else per_expert
+  per_expert,  ///< one cublasGemmEx per non-empty expert
+  grouped,     ///< cublasGemmGroupedBatchedEx over all experts
+  streams,     ///< per-expert GEMMs spread over four streams
+};
+const char* to_string(ExpertGemm g);
+/// Parses "auto", "per-expert", "grouped" or "streams"; throws an input error naming --expert-gemm.
+ExpertGemm parse_expert_gemm(const std::string& text);
+
 /// Shapes of one EP rank's step (all counts per rank and micro-batch).
 struct RunShape {
   int num_ranks = 1;          ///< EP ranks
@@ -31,6 +42,7 @@ struct RunShape {
   int first_k_dense = 0;
   int num_microbatches = 1;
   int comm_sms = 0;           ///< SMs of the transport kernels (flex or local copy)
+  ExpertGemm expert_gemm = ExpertGemm::automatic;
 };
 
 RunShape run_shape(const model::Config& cfg);
@@ -58,6 +70,11 @@ Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_ex
 
 /// Splits of a flex receive: only the local expert rows are known (loc counts per expert).
 Splits flex_splits(const std::vector<int>& loc_counts, int align = 1);
+
+/// The path `requested` resolves to for a rank's expert rows `sp` (automatic: grouped when the
+/// received rows over the local experts average fewer than model::kGroupedLaunchMaxRowsPerExpert,
+/// the rule the cost model counts launches by).
+ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp);
 
 /// Activation slots per layer: the most micro-batches whose layer state is alive at once when the
 /// schedule's ops are issued (alive from the first forward op to the last backward/wgrad op).

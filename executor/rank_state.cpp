@@ -207,6 +207,8 @@ void RankState::carve(A& a) {
   attn_scratch_ = a.template take<bf16>(attn_scratch_elems_);
   ones_ = a.template take<float>(NT * K);
   score_bias_ = a.template take<float>(E);
+  gemm_ws_ = a.template take<char>(
+      static_cast<std::int64_t>(kernels::grouped_gemm_workspace_bytes(el_)));
   if (flex) {
     const auto b = kernels::flex_buffer_bytes(static_cast<int>(R), static_cast<int>(NT),
                                               static_cast<int>(H), static_cast<int>(K));

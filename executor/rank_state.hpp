@@ -123,6 +123,8 @@ class RankState {
   std::int64_t attn_scratch_elems() const { return attn_scratch_elems_; }
   const float* ones() const { return ones_; }
   const float* score_bias() const { return score_bias_; }
+  /// Pointer-array workspace of the grouped expert GEMMs (kernels::grouped_gemm_workspace_bytes).
+  void* gemm_workspace() const { return gemm_ws_; }
   FlexState& flex() { return flex_; }
   ncclComm_t nccl = nullptr;         ///< set by the runner in NCCL mode
   /// The counts all-gather's communicator (NCCL mode): a split of `nccl`, as Megatron's TPxEP
@@ -162,6 +164,7 @@ class RankState {
   std::int64_t attn_scratch_elems_ = 0;
   float* ones_ = nullptr;
   float* score_bias_ = nullptr;
+  char* gemm_ws_ = nullptr;
   bf16* grad_block_ = nullptr;
   std::int64_t grad_block_elems_ = 0;
   FlexState flex_;

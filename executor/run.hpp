@@ -2,6 +2,7 @@
 // `epo run`: executes a configuration's training step on GPUs with the schedule the simulator
 // plays (model/schedule.hpp), op by op, and measures it. Pure C++ interface (no CUDA header); a
 // build without CUDA throws an epo::Error from run_plan.
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,13 @@ struct RunOptions {
   int warmup = 2;           ///< untimed steps before them
   bool check = false;       ///< compare against the single-rank reference and across schedules
   bool raw_alltoall = true; ///< with >= 2 GPUs, time a raw ncclAlltoAll of the dispatch bytes
+  std::string expert_gemm = "auto";  ///< cuBLAS path of the expert GEMMs (parse_expert_gemm)
   std::string command_line;
   std::string git_revision = "unknown";
+  /// Run as one process of an MPI job (EPO_WITH_MPI builds) even when the launcher's
+  /// environment does not say so (srun); mpirun/mpiexec with several processes is detected.
+  bool mpi = false;
+  int gpus_per_process = 0;  ///< MPI: GPUs (threads) each process drives (0: 1)
 };
 
 /// Outcome of --check (each error is max |a - b| / max |b| over the compared tensor, b the
@@ -45,6 +51,19 @@ struct RunResult {
   double comm_busy_us = 0;     ///< mean per rank and step: union of comm-stream op time
   double exposed_comm_us = 0;  ///< of which not under compute-stream ops
   CheckResult check;
+  bool report = true;  ///< false on MPI processes other than world rank 0: they print nothing
+};
+
+/// Thrown by run_plan on the MPI processes other than world rank 0 when every process stops for
+/// an error that world rank 0 reports, so that it is printed once.
+class ReportedElsewhere : public std::runtime_error {
+ public:
+  explicit ReportedElsewhere(int exit_code)
+      : std::runtime_error("reported by MPI world rank 0"), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
 };
 
 /// Checks that the executor can run the configuration (PP=TP=CP=ETP=1, EP = the ranks run, one

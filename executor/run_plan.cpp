@@ -271,6 +271,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   p.cfg = cfg;
   p.opt = options;
   p.sh = run_shape(cfg);
+  p.sh.expert_gemm = parse_expert_gemm(p.opt.expert_gemm);
   p.virt = cfg.virtual_ranks > 0;
   p.ranks = cfg.par.ep;
   const bool flex = cfg.opt.dispatcher == model::Dispatcher::flex;
@@ -320,6 +321,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   info.iters = options.iters;
   info.warmup = options.warmup;
   info.routing = model::to_string(cfg.opt.routing.kind);
+  info.expert_gemm = options.expert_gemm;
   info.overlapped = overlap;
   info.shared_clock = p.virt;
   info.peak_memory_bytes = shared.memory;

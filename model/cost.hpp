@@ -96,6 +96,14 @@ StepCosts compute_step_costs(const Config& cfg);
 /// Achievable TFLOP/s of one GEMM of shape m x n x k on this hardware (efficiency falls for small
 /// dimensions).
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8);
+
+/// Mean rows per expert below which the executor issues a rank's expert GEMMs as one grouped
+/// cuBLAS launch (cublasGemmGroupedBatchedEx) instead of one GEMM per expert: a GEMM that small
+/// fills a fraction of the SMs on its own, and a few hundred of them in a row are bound by their
+/// issue. The cost model counts the launches the same way.
+constexpr double kGroupedLaunchMaxRowsPerExpert = 1024;
+/// Experts one grouped launch covers (the executor writes their pointers in batches of this many).
+constexpr int kGroupedLaunchBatch = 128;
 /// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.
 double memory_time_us(const HardwareProfile& hw, Bytes bytes);
 

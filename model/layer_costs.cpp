@@ -184,9 +184,19 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(ag);
     }
-    mlp_f.push_back(b.gemm("expert.fc1", me, glu * F, h, E_l, true, calls));
+    // Small experts run as one grouped launch per batch of experts (a pointer kernel and the
+    // grouped GEMM), whose tiles fill the GPU like one GEMM of all the rows.
+    const bool grouped = me < kGroupedLaunchMaxRowsPerExpert;
+    auto expert_gemm = [&](const char* name, double n, double k) {
+      if (!grouped) return b.gemm(name, me, n, k, E_l, true, calls);
+      Component c = b.gemm(name, me * E_l, n, k, 1, true,
+                           2.0 * std::ceil(calls / kGroupedLaunchBatch));
+      c.hbm_bytes += (E_l - 1) * k * n * 2.0;  // every expert's weights
+      return c;
+    };
+    mlp_f.push_back(expert_gemm("expert.fc1", glu * F, h));
     mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
-    mlp_f.push_back(b.gemm("expert.fc2", me, h, F, E_l, true, calls));
+    mlp_f.push_back(expert_gemm("expert.fc2", h, F));
     if (b.p_.etp > 1) {
       Component rs = b.mem("etp.reduce_scatter", P * h * 2 * (b.p_.etp - 1));
       rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);

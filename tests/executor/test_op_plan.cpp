@@ -6,6 +6,7 @@
 #include "executor/op_plan.hpp"
 #include "executor/run.hpp"
 #include "fixtures.hpp"
+#include "model/cost.hpp"
 #include "model/error.hpp"
 
 using namespace epo;
@@ -130,4 +131,25 @@ TEST_CASE("plans the executor cannot run are input errors naming the setting") {
   exec::RunOptions bad;
   bad.iters = 0;
   CHECK_THROWS_AS(exec::check_runnable(cfg, bad), Error);
+}
+
+TEST_CASE("expert GEMM path: automatic follows the mean rows per local expert") {
+  exec::Splits few, many;
+  few.loc_rows = {100, 0, 300, 200};  // mean 150 rows
+  const int big = static_cast<int>(model::kGroupedLaunchMaxRowsPerExpert);
+  many.loc_rows = {big, big, big + 64, big - 64};  // mean exactly at the threshold
+  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::automatic, few) == exec::ExpertGemm::grouped);
+  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::automatic, many) ==
+        exec::ExpertGemm::per_expert);
+  // An explicit choice is kept whatever the rows.
+  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::streams, few) == exec::ExpertGemm::streams);
+  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::per_expert, few) ==
+        exec::ExpertGemm::per_expert);
+  for (auto g : {exec::ExpertGemm::automatic, exec::ExpertGemm::per_expert,
+                 exec::ExpertGemm::grouped, exec::ExpertGemm::streams})
+    CHECK(exec::parse_expert_gemm(exec::to_string(g)) == g);
+  CHECK_THROWS_AS(exec::parse_expert_gemm("cutlass"), Error);
+  exec::RunOptions opt;
+  opt.expert_gemm = "fastest";
+  CHECK_THROWS_AS(exec::check_runnable(test::tiny_config(4, false, false, "alltoall"), opt), Error);
 }
