@@ -213,9 +213,15 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
     x.gemm_half_dim = h;
     const double flops = 2.0 * g.m * g.n * g.k * g.count;
     const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
-    const double work = std::max(flops / (model::gemm_tflops(x, g.m, g.n, g.k, false) * 1e6),
+    // A grouped launch's tiles fill the GPU like one GEMM of all the rows (model/layer_costs.cpp
+    // counts the same way): a pointer kernel and a GEMM per batch of experts.
+    const double m_eff = g.grouped_launch ? g.m * g.count : g.m;
+    const double calls = g.grouped_launch
+                             ? 2.0 * std::ceil(g.count / model::kGroupedLaunchBatch)
+                             : std::max(1.0, g.count);
+    const double work = std::max(flops / (model::gemm_tflops(x, m_eff, g.n, g.k, false) * 1e6),
                                  model::memory_time_us(x, bytes));
-    return std::max(work + call, std::max(1.0, g.count) * call);
+    return std::max(work + call, calls * call);
   };
   NonlinearProblem pb;
   pb.lower = Eigen::Vector3d(1e-4, 0.0, 0.0);

@@ -51,6 +51,10 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
   if (r.has("context")) m.context = r.member("context");
   if (r.has("prediction")) r.member("prediction");  // what epo run predicted; recomputed here
   m.config = model::config_from_json(r.member("config"), where + " (config)");
+  // Measurements older than the expert_gemm option ran one GEMM per expert.
+  const auto& cfg_js = r.member("config");
+  if (cfg_js.contains("options") && !cfg_js["options"].contains("expert_gemm"))
+    m.config.opt.expert_gemm = model::ExpertGemm::per_expert;
   m.config.derive_and_check();
   if (r.has("run")) {
     m.run = r.member("run");

@@ -45,6 +45,12 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     g.k = r.require_double("hidden", 1, kMaxDim);
     // fc1 of SwiGLU experts: hidden -> 2 * ffn (executor/microbench.hpp).
     g.n = 2.0 * r.require_double("ffn", 1, kMaxDim);
+    if (r.has("launch")) {
+      const std::string launch = r.require_string("launch");
+      EPO_REQUIRE_INPUT(launch == "grouped" || launch == "per_expert", where, ": launch = '",
+                        launch, "': expected grouped or per_expert");
+      g.grouped_launch = launch == "grouped";
+    }
     g.time_us = time("time_us");
     s.gemm.push_back(g);
   } else if (bench == "copy") {
@@ -130,6 +136,7 @@ nlohmann::json to_json(const Samples& s) {
                      {"num_experts", static_cast<int>(g.count)},
                      {"hidden", g.k},
                      {"ffn", g.n / 2.0},
+                     {"launch", g.grouped_launch ? "grouped" : "per_expert"},
                      {"time_us", g.time_us}});
     else
       arr.push_back(

@@ -27,6 +27,9 @@ struct GemmSample {
   double m = 0, n = 0, k = 0;
   double count = 1;  ///< products in one (grouped) kernel
   bool grouped = false;
+  /// Grouped samples: issued as grouped cuBLAS launches (one per batch of experts) rather than
+  /// one GEMM per expert ("launch": "grouped" in the file; absent = per expert).
+  bool grouped_launch = false;
   double time_us = 0;
 };
 

@@ -62,6 +62,10 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--cdmc", f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS (1..32)");
   sub.add_option("--precision", f.precision, "bf16|fp8");
   sub.add_option("--routing", f.routing, "balanced|uniform|skewed");
+  sub.add_option("--expert-gemm", f.expert_gemm,
+                 "expert GEMM path of epo run (and what the model counts): auto (one grouped "
+                 "launch when experts average under 1024 rows, else one GEMM per expert), "
+                 "per-expert, grouped, streams");
   sub.add_option("--skew", f.skew, "Zipf exponent of expert popularity for --routing skewed");
   sub.add_option("--capacity-factor", f.capacity_factor, "expert capacity factor (0 = dropless)");
   sub.add_option("--seed", f.seed, "routing seed");
@@ -129,6 +133,7 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
   if (use("--routing")) o.routing.kind = parse_routing(f.routing, "--routing");
+  if (use("--expert-gemm")) o.expert_gemm = parse_expert_gemm(f.expert_gemm, "--expert-gemm");
   if (use("--skew")) o.routing.skew = f.skew;
   if (use("--seed")) o.routing.seed = f.seed;
   if (use("--capacity-factor")) o.capacity_factor = f.capacity_factor;

@@ -24,7 +24,7 @@ struct ConfigFlags {
   int recompute_num_layers = 0;
   std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;
   int cdmc = 32;
-  std::string precision = "bf16", routing = "uniform";
+  std::string precision = "bf16", routing = "uniform", expert_gemm = "auto";
   double skew = 0.0, capacity_factor = 0.0;
   unsigned seed = 1;
   int virtual_ranks = 0;

@@ -12,9 +12,9 @@ inline std::size_t flex_send_ws_offset(const RankState& rs) {
   return (recv + 255) / 256 * 256;
 }
 
-/// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (RunShape::expert_gemm).
+/// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (model::Options::expert_gemm).
 inline kernels::GroupedGemmAlgo expert_gemm_algo(const RankState& rs, const Splits& sp) {
-  switch (resolve_expert_gemm(rs.shape().expert_gemm, sp)) {
+  switch (resolve_expert_gemm(rs.config().opt.expert_gemm, sp)) {
     case ExpertGemm::grouped: return kernels::GroupedGemmAlgo::kGroupedBatched;
     case ExpertGemm::streams: return kernels::GroupedGemmAlgo::kMultiStream;
     default: return kernels::GroupedGemmAlgo::kPerExpertLoop;

@@ -11,6 +11,7 @@
 #include "executor/gpu_check.hpp"
 #include "executor/gpu_resources.hpp"
 #include "executor/microbench_detail.hpp"
+#include "executor/op_plan.hpp"
 #include "kernels/launchers.hpp"
 
 namespace epo::exec {
@@ -103,19 +104,28 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
     const std::int64_t max_rows = E * *std::max_element(tpe.begin(), tpe.end());
     DeviceBuffer x(2 * max_rows * H, "grouped x"), wt(2 * E * H * 2 * F, "grouped w"),
         out(2 * max_rows * 2 * F, "grouped out");
+    DeviceBuffer ws(kernels::grouped_gemm_workspace_bytes(static_cast<int>(E)), "grouped ws");
     for (int t : tpe) {
       std::vector<int> rows(E, t);
       std::vector<std::int64_t> off(E);
       for (std::int64_t e = 0; e < E; ++e) off[e] = e * t;
+      // The path epo run takes for these rows (--expert-gemm auto).
+      Splits sp;
+      sp.loc_rows = rows;
+      const bool grouped =
+          resolve_expert_gemm(ExpertGemm::automatic, sp) == ExpertGemm::grouped;
       const double us = time_us([&] {
         kernels::grouped_gemm_fwd(blas.get(), static_cast<bf16*>(x.get()),
                                   static_cast<bf16*>(wt.get()), static_cast<bf16*>(out.get()),
                                   rows.data(), off.data(), static_cast<int>(E),
                                   static_cast<int>(2 * F), static_cast<int>(H),
-                                  kernels::GroupedGemmAlgo::kPerExpertLoop, nullptr, s1.get());
+                                  grouped ? kernels::GroupedGemmAlgo::kGroupedBatched
+                                          : kernels::GroupedGemmAlgo::kPerExpertLoop,
+                                  ws.get(), s1.get());
       }, s1.get(), w, n);
       samples.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
-                         {"num_experts", E}, {"hidden", H}, {"ffn", F}, {"time_us", us}});
+                         {"num_experts", E}, {"hidden", H}, {"ffn", F},
+                         {"launch", grouped ? "grouped" : "per_expert"}, {"time_us", us}});
       tick("grouped_gemm");
     }
   }

@@ -35,7 +35,6 @@ model::Config with_layers(const model::Config& cfg, int layers) {
 }
 
 void check_runnable(const model::Config& cfg, const RunOptions& options) {
-  parse_expert_gemm(options.expert_gemm);
   const auto& p = cfg.par;
   const auto& m = cfg.model;
   auto need = [](bool ok, const std::string& what) {
@@ -159,23 +158,6 @@ Splits flex_splits(const std::vector<int>& loc_counts, int align) {
   s.padded_rows = padded_offsets(s.loc_rows, align, s.loc_off);
   for (int c : loc_counts) s.total_recv += c;
   return s;
-}
-
-const char* to_string(ExpertGemm g) {
-  switch (g) {
-    case ExpertGemm::automatic: return "auto";
-    case ExpertGemm::per_expert: return "per-expert";
-    case ExpertGemm::grouped: return "grouped";
-    case ExpertGemm::streams: return "streams";
-  }
-  return "?";
-}
-
-ExpertGemm parse_expert_gemm(const std::string& text) {
-  for (ExpertGemm g : {ExpertGemm::automatic, ExpertGemm::per_expert, ExpertGemm::grouped,
-                       ExpertGemm::streams})
-    if (text == to_string(g)) return g;
-  throw EPO_INPUT_ERROR("--expert-gemm: '", text, "' is not one of auto, per-expert, grouped, streams");
 }
 
 ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp) {

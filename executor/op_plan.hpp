@@ -12,16 +12,7 @@
 
 namespace epo::exec {
 
-/// How a rank issues its expert GEMMs through cuBLAS (kernels::GroupedGemmAlgo).
-enum class ExpertGemm {
-  automatic,   ///< grouped below model::kGroupedLaunchMaxRowsPerExpert mean rows, else per_expert
-  per_expert,  ///< one cublasGemmEx per non-empty expert
-  grouped,     ///< cublasGemmGroupedBatchedEx over all experts
-  streams,     ///< per-expert GEMMs spread over four streams
-};
-const char* to_string(ExpertGemm g);
-/// Parses "auto", "per-expert", "grouped" or "streams"; throws an input error naming --expert-gemm.
-ExpertGemm parse_expert_gemm(const std::string& text);
+using model::ExpertGemm;
 
 /// Shapes of one EP rank's step (all counts per rank and micro-batch).
 struct RunShape {
@@ -42,7 +33,6 @@ struct RunShape {
   int first_k_dense = 0;
   int num_microbatches = 1;
   int comm_sms = 0;           ///< SMs of the transport kernels (flex or local copy)
-  ExpertGemm expert_gemm = ExpertGemm::automatic;
 };
 
 RunShape run_shape(const model::Config& cfg);

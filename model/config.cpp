@@ -23,6 +23,7 @@ constexpr const char* kPrecisions[] = {"bf16", "fp8"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
 constexpr const char* kRouting[] = {"balanced", "uniform", "skewed"};
+constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams"};
 
 }  // namespace
 
@@ -32,6 +33,7 @@ const char* to_string(Precision p) { return kPrecisions[static_cast<int>(p)]; }
 const char* to_string(RecomputeGranularity g) { return kRecompute[static_cast<int>(g)]; }
 const char* to_string(CudaGraphImpl i) { return kGraphImpls[static_cast<int>(i)]; }
 const char* to_string(RoutingKind k) { return kRouting[static_cast<int>(k)]; }
+const char* to_string(ExpertGemm g) { return kExpertGemm[static_cast<int>(g)]; }
 
 Dispatcher parse_dispatcher(const std::string& s, const std::string& w) {
   return parse_enum<Dispatcher>(s, w, kDispatchers);
@@ -50,6 +52,9 @@ CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& w) 
 }
 RoutingKind parse_routing(const std::string& s, const std::string& w) {
   return parse_enum<RoutingKind>(s, w, kRouting);
+}
+ExpertGemm parse_expert_gemm(const std::string& s, const std::string& w) {
+  return parse_enum<ExpertGemm>(s, w, kExpertGemm);
 }
 
 int Options::effective_comm_sms(bool single_nvlink_domain) const {

@@ -17,6 +17,13 @@ enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
 /// How tokens are routed: force-balanced (every expert the same load), uniform random scores,
 /// or skewed (expert popularity ~ Zipf with exponent `skew`).
 enum class RoutingKind { balanced, uniform, skewed };
+/// How the executor issues a rank's expert GEMMs through cuBLAS (and the model counts them).
+enum class ExpertGemm {
+  automatic,   ///< grouped below kGroupedLaunchMaxRowsPerExpert mean rows per expert, else per_expert
+  per_expert,  ///< one GEMM per non-empty expert
+  grouped,     ///< one grouped launch (cublasGemmGroupedBatchedEx) per batch of experts
+  streams,     ///< per-expert GEMMs spread over four streams
+};
 
 struct Parallel {
   int tp = 1;
@@ -62,6 +69,7 @@ struct Options {
   int cuda_device_max_connections = 32;
   Precision precision = Precision::bf16;
   Routing routing;
+  ExpertGemm expert_gemm = ExpertGemm::automatic;  ///< executor's expert GEMM path
   double capacity_factor = 0.0;                 ///< 0 = dropless
   bool high_priority_a2a_comm_stream = false;
   bool distributed_optimizer = true;
@@ -109,6 +117,7 @@ const char* to_string(Precision p);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(CudaGraphImpl i);
 const char* to_string(RoutingKind k);
+const char* to_string(ExpertGemm g);
 
 // Parsers for the names above; `where` names the flag or JSON key path in the error message.
 Dispatcher parse_dispatcher(const std::string& s, const std::string& where);
@@ -117,5 +126,7 @@ Precision parse_precision(const std::string& s, const std::string& where);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 RoutingKind parse_routing(const std::string& s, const std::string& where);
+/// "auto", "per-expert", "grouped" or "streams".
+ExpertGemm parse_expert_gemm(const std::string& s, const std::string& where);
 
 }  // namespace epo::model

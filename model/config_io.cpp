@@ -182,6 +182,7 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.cuda_graph_modules = o.get_string_list("cuda_graph_modules");
     op.cuda_device_max_connections = o.get_int("cuda_device_max_connections", 32, 1, 32);
     op.precision = parse_precision(o.get_string("precision", "bf16"), w("precision"));
+    op.expert_gemm = parse_expert_gemm(o.get_string("expert_gemm", "auto"), w("expert_gemm"));
     if (o.has("routing")) {
       auto rr = o.object("routing");
       op.routing.kind = parse_routing(rr.get_string("kind", "uniform"), w("routing.kind"));
@@ -239,6 +240,7 @@ nlohmann::json to_json(const Config& c) {
       {"cuda_graph_modules", o.cuda_graph_modules},
       {"cuda_device_max_connections", o.cuda_device_max_connections},
       {"precision", to_string(o.precision)},
+      {"expert_gemm", to_string(o.expert_gemm)},
       {"routing",
        {{"kind", to_string(o.routing.kind)}, {"skew", o.routing.skew}, {"seed", o.routing.seed}}},
       {"capacity_factor", o.capacity_factor},

@@ -186,7 +186,9 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     }
     // Small experts run as one grouped launch per batch of experts (a pointer kernel and the
     // grouped GEMM), whose tiles fill the GPU like one GEMM of all the rows.
-    const bool grouped = me < kGroupedLaunchMaxRowsPerExpert;
+    const bool grouped =
+        o.expert_gemm == ExpertGemm::grouped ||
+        (o.expert_gemm == ExpertGemm::automatic && me < kGroupedLaunchMaxRowsPerExpert);
     auto expert_gemm = [&](const char* name, double n, double k) {
       if (!grouped) return b.gemm(name, me, n, k, E_l, true, calls);
       Component c = b.gemm(name, me * E_l, n, k, 1, true,

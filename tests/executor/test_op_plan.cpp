@@ -147,9 +147,6 @@ TEST_CASE("expert GEMM path: automatic follows the mean rows per local expert") 
         exec::ExpertGemm::per_expert);
   for (auto g : {exec::ExpertGemm::automatic, exec::ExpertGemm::per_expert,
                  exec::ExpertGemm::grouped, exec::ExpertGemm::streams})
-    CHECK(exec::parse_expert_gemm(exec::to_string(g)) == g);
-  CHECK_THROWS_AS(exec::parse_expert_gemm("cutlass"), Error);
-  exec::RunOptions opt;
-  opt.expert_gemm = "fastest";
-  CHECK_THROWS_AS(exec::check_runnable(test::tiny_config(4, false, false, "alltoall"), opt), Error);
+    CHECK(model::parse_expert_gemm(model::to_string(g), "test") == g);
+  CHECK_THROWS_AS(model::parse_expert_gemm("cutlass", "--expert-gemm"), Error);
 }
