@@ -9,6 +9,7 @@
 #include "cli/config_flags.hpp"
 #include "cli/predict_report.hpp"
 #include "cli/report_format.hpp"
+#include "executor/process_layout.hpp"
 #include "executor/run.hpp"
 #include "model/config_io.hpp"
 #include "model/prediction.hpp"
@@ -19,9 +20,9 @@ namespace {
 
 struct RunArgs {
   ConfigFlags cfg;
-  std::string plan, json_path, trace_path, expert_gemm = "auto";
-  int layers = 0, iters = 5, warmup = 2;
-  bool check = false, no_raw_alltoall = false;
+  std::string plan, json_path, trace_path;
+  int layers = 0, iters = 5, warmup = 2, gpus_per_process = 0;
+  bool check = false, no_raw_alltoall = false, mpi = false;
 };
 
 std::string command_line() {
@@ -71,21 +72,31 @@ int run_command(RunArgs& a) {
   opt.warmup = a.warmup;
   opt.check = a.check;
   opt.raw_alltoall = !a.no_raw_alltoall;
-  opt.expert_gemm = a.expert_gemm;
   opt.command_line = command_line();
   opt.git_revision = EPO_GIT_REVISION;
+  opt.mpi = a.mpi;
+  opt.gpus_per_process = a.gpus_per_process;
   exec::check_runnable(cfg, opt);
   const model::Prediction prediction = model::predict(cfg);
-  std::printf("# epo run: %s on %s, %s, EP %d (%s), overlap %s, delay_wgrad %s, %d layers, "
-              "%d micro-batches of %lld tokens\n",
-              cfg.model_name.c_str(), cfg.virtual_ranks > 0 ? "one GPU (virtual ranks)" : "GPUs",
-              model::to_string(cfg.opt.dispatcher), cfg.par.ep,
-              cfg.virtual_ranks > 0 ? "virtual ranks" : "one GPU each",
-              cfg.opt.overlap_moe_expert_parallel_comm ? "on" : "off",
-              cfg.opt.delay_wgrad_compute ? "on" : "off", cfg.model.num_layers,
-              cfg.par.num_microbatches(), cfg.tokens_per_microbatch());
+  // MPI processes other than world rank 0 print nothing but their errors.
+  const bool quiet = !exec::reports_run(exec::launch_env());
+  if (!quiet)
+    std::printf("# epo run: %s on %s, %s, EP %d (%s), overlap %s, delay_wgrad %s, %d layers, "
+                "%d micro-batches of %lld tokens\n",
+                cfg.model_name.c_str(), cfg.virtual_ranks > 0 ? "one GPU (virtual ranks)" : "GPUs",
+                model::to_string(cfg.opt.dispatcher), cfg.par.ep,
+                cfg.virtual_ranks > 0 ? "virtual ranks" : "one GPU each",
+                cfg.opt.overlap_moe_expert_parallel_comm ? "on" : "off",
+                cfg.opt.delay_wgrad_compute ? "on" : "off", cfg.model.num_layers,
+                cfg.par.num_microbatches(), cfg.tokens_per_microbatch());
   std::fflush(stdout);
-  exec::RunResult r = exec::run_plan(cfg, opt);
+  exec::RunResult r;
+  try {
+    r = exec::run_plan(cfg, opt);
+  } catch (const exec::ReportedElsewhere& e) {
+    return e.exit_code();
+  }
+  if (!r.report) return 0;
   r.measurement["prediction"] = prediction_json(cfg, prediction);
   for (const auto& n : r.notes) std::printf("# note: %s\n", n.c_str());
   print_side_by_side(r.measurement, prediction);
@@ -131,12 +142,14 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--trace", args->trace_path, "write the measured Chrome trace here");
   sub->add_flag("--check", args->check, "compare with a single-rank reference and across "
                                         "schedules");
-  sub->add_option("--expert-gemm", args->expert_gemm,
-                  "cuBLAS path of the expert GEMMs: auto (one grouped launch when experts average "
-                  "under 1024 rows, else one GEMM per expert; what the model assumes), "
-                  "per-expert, grouped, streams");
   sub->add_flag("--no-raw-alltoall", args->no_raw_alltoall,
                 "skip the raw ncclAlltoAll of the dispatch bytes (several GPUs)");
+  sub->add_flag("--mpi", args->mpi,
+                "run as one process of an MPI job (built with EPO_WITH_MPI; implied when mpirun "
+                "starts several processes)");
+  sub->add_option("--gpus-per-process", args->gpus_per_process,
+                  "MPI: GPUs each process drives, one thread each (default 1); --gpus stays the "
+                  "total");
   sub->callback([&run, args] { run = [args] { return run_command(*args); }; });
 }
 

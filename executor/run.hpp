@@ -20,7 +20,6 @@ struct RunOptions {
   int warmup = 2;           ///< untimed steps before them
   bool check = false;       ///< compare against the single-rank reference and across schedules
   bool raw_alltoall = true; ///< with >= 2 GPUs, time a raw ncclAlltoAll of the dispatch bytes
-  std::string expert_gemm = "auto";  ///< cuBLAS path of the expert GEMMs (parse_expert_gemm)
   std::string command_line;
   std::string git_revision = "unknown";
   /// Run as one process of an MPI job (EPO_WITH_MPI builds) even when the launcher's

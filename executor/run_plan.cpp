@@ -1,5 +1,6 @@
-// epo run: modes (virtual ranks on one GPU, one thread per GPU over NCCL), measurement phases,
-// --check against the single-rank reference, the measurement document.
+// epo run: modes (virtual ranks on one GPU, one thread per GPU over NCCL, and with MPI one
+// process per node or per GPU group, see run_mpi.hpp), measurement phases, --check against the
+// single-rank reference, the measurement document.
 #include <algorithm>
 #include <condition_variable>
 #include <functional>
@@ -12,7 +13,9 @@
 #include "executor/context.hpp"
 #include "executor/gpu_check.hpp"
 #include "executor/layer_ops.hpp"
+#include "executor/process_layout.hpp"
 #include "executor/run.hpp"
+#include "executor/run_mpi.hpp"
 #include "executor/runner.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
@@ -21,16 +24,29 @@ namespace epo::exec {
 
 namespace {
 
+#if EPO_WITH_MPI
+constexpr bool kBuiltWithMpi = true;
+#else
+constexpr bool kBuiltWithMpi = false;
+#endif
+
 /// Lines up the GPU threads. A thread that fails calls fail(), and every wait (now or later)
-/// throws instead of blocking on a peer that will never come.
+/// throws instead of blocking on a peer that will never come. `across` (several processes) is
+/// run by the last thread to arrive, before the others go on: the meeting of the processes.
 class Barrier {
  public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
+  explicit Barrier(int n, std::function<void()> across = {}) : n_(n), across_(std::move(across)) {}
+  void wait() { wait(across_); }
+  void wait(const std::function<void()>& last) {
     std::unique_lock<std::mutex> lock(mu_);
     if (failed_) throw EPO_RUNTIME_ERROR("another rank failed (see its error)");
     const int gen = gen_;
     if (++count_ == n_) {
+      if (last) {  // the others wait for gen_ to change; no one else touches count_ meanwhile
+        lock.unlock();
+        last();
+        lock.lock();
+      }
       count_ = 0;
       ++gen_;
       cv_.notify_all();
@@ -49,6 +65,7 @@ class Barrier {
   std::mutex mu_;
   std::condition_variable cv_;
   int n_, count_ = 0, gen_ = 0;
+  std::function<void()> across_;
   bool failed_ = false;
 };
 
@@ -165,29 +182,39 @@ void run_virtual(const Plan& p, Shared& shared) {
   run_group(p, g, shared, [] {});
 }
 
-void run_threads(const Plan& p, Shared& shared) {
+/// One thread per GPU. With `group` (several MPI processes) the threads drive this process's
+/// ranks only, meet the other processes at every barrier and reach their flex buffers through
+/// CUDA IPC; a failing thread then ends the whole job with its error.
+void run_threads(const Plan& p, Shared& shared, ProcessGroup* group) {
+  const int first = group ? group->first_rank() : 0;
+  const int n = group ? static_cast<int>(group->devices().size()) : p.ranks;
+  auto device_of = [&](int i) { return group ? group->devices()[i] : i; };
+  const bool flex = p.transport == Transport::flex;
   ncclUniqueId id;
-  EPO_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
-  Barrier barrier(p.ranks);
-  std::vector<std::exception_ptr> errors(p.ranks);
+  if (group) id = group->unique_id();
+  else EPO_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
+  Barrier barrier(n, group ? std::function<void()>([group] { group->barrier(); })
+                           : std::function<void()>());
+  std::vector<std::exception_ptr> errors(n);
   shared.flex.assign(p.ranks, nullptr);
   std::vector<std::thread> threads;
-  for (int r = 0; r < p.ranks; ++r)
-    threads.emplace_back([&, r] {
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      const int r = first + i;
       try {
         ScopedOp scope(r, "setup");
-        EPO_CHECK_CUDA(cudaSetDevice(r));
-        if (p.transport == Transport::flex)
-          for (int peer = 0; peer < p.ranks; ++peer) {
-            if (peer == r) continue;
-            const cudaError_t st = cudaDeviceEnablePeerAccess(peer, 0);
+        EPO_CHECK_CUDA(cudaSetDevice(device_of(i)));
+        if (flex)  // the GPUs of this process; other processes' through IPC
+          for (int j = 0; j < n; ++j) {
+            if (j == i) continue;
+            const cudaError_t st = cudaDeviceEnablePeerAccess(device_of(j), 0);
             if (st != cudaErrorPeerAccessAlreadyEnabled) EPO_CHECK_CUDA(st);
             cudaGetLastError();
           }
-        RankState rs(p.cfg, p.sh, setup_for(p, r, r));
+        RankState rs(p.cfg, p.sh, setup_for(p, r, device_of(i)));
         barrier.wait();  // every rank allocated before the collective communicator init
         NcclComm comm(p.ranks, id, r);
-        NcclComm meta = comm.split(r);
+        NcclComm meta = comm.split(r);  // the counts all-gather's own communicator
         rs.nccl = comm.get();
         rs.nccl_meta = meta.get();
         Group g;
@@ -198,16 +225,27 @@ void run_threads(const Plan& p, Shared& shared) {
           std::lock_guard<std::mutex> lock(shared.mu);
           shared.flex[r] = &rs.flex();
         }
-        barrier.wait();
-        if (p.transport == Transport::flex) install_flex_peers(rs, shared.flex);
+        if (group && flex) {
+          group->export_flex(i, rs);
+          barrier.wait([group] { group->exchange_flex(); });
+        } else {
+          barrier.wait();
+        }
+        if (flex) {
+          std::vector<FlexState*> all = shared.flex;
+          if (group) group->open_flex_peers(i, all);
+          install_flex_peers(rs, all);
+        }
         barrier.wait();
         run_group(p, g, shared, [&] { barrier.wait(); });
         EPO_CHECK_CUDA(cudaDeviceSynchronize());
         meta.finalize();
         comm.finalize();
         barrier.wait();  // peers' flex buffers stay alive until everyone is done
+        if (group && flex) group->close_flex_peers(i);
       } catch (...) {
-        errors[r] = std::current_exception();
+        if (group) group->abort(std::current_exception());
+        errors[i] = std::current_exception();
         barrier.fail();
       }
     });
@@ -223,6 +261,28 @@ void run_threads(const Plan& p, Shared& shared) {
   }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+/// Several processes: this process's records, memory and captures go to world rank 0, which
+/// gets every rank's in `shared`. Returns whether this process is world rank 0.
+bool gather_at_root(ProcessGroup& group, const Plan& p, Shared& shared) {
+  RankResults r;
+  for (int i = 0; i < static_cast<int>(group.devices().size()); ++i)
+    r.ranks.push_back(group.first_rank() + i);
+  r.records = std::move(shared.records);
+  r.memory_bytes = std::move(shared.memory);
+  if (p.opt.check) {
+    r.cap_cfg = std::move(shared.cap_cfg);
+    r.cap_other = std::move(shared.cap_other);
+  }
+  if (!group.gather(r)) return false;
+  shared.records = std::move(r.records);
+  shared.memory = std::move(r.memory_bytes);
+  if (p.opt.check) {
+    shared.cap_cfg = std::move(r.cap_cfg);
+    shared.cap_other = std::move(r.cap_other);
+  }
+  return true;
 }
 
 void check_against_reference(const Plan& p, Shared& shared, RunResult& result) {
@@ -271,7 +331,6 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   p.cfg = cfg;
   p.opt = options;
   p.sh = run_shape(cfg);
-  p.sh.expert_gemm = parse_expert_gemm(p.opt.expert_gemm);
   p.virt = cfg.virtual_ranks > 0;
   p.ranks = cfg.par.ep;
   const bool flex = cfg.opt.dispatcher == model::Dispatcher::flex;
@@ -287,12 +346,18 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
       throw EPO_RUNTIME_ERROR("the schedule cannot be run safely: ", errors.front(), " (and ",
                               errors.size() - 1, " more)");
   }
+  [[maybe_unused]] const bool mpi =
+      use_mpi(launch_env(), options.mpi, options.gpus_per_process > 0, kBuiltWithMpi);
+  std::unique_ptr<ProcessGroup> group;  // several processes: this one's share (checked by all)
+#if EPO_WITH_MPI
+  if (mpi) group = join_processes(cfg, options);
+#endif
   int gpus = 0;
-  const cudaError_t st = cudaGetDeviceCount(&gpus);
+  const cudaError_t st = group ? cudaSuccess : cudaGetDeviceCount(&gpus);
   if (st != cudaSuccess)
     throw EPO_RUNTIME_ERROR("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorString(st));
   const int needed = p.virt ? 1 : p.ranks;
-  if (gpus < needed)
+  if (!group && gpus < needed)
     throw EPO_INPUT_ERROR("the plan needs ", needed, " GPUs (", p.ranks, " EP ranks, one per GPU) "
                           "but ", gpus, " are present; use --gpus ", gpus, " or --virtual-ranks ",
                           p.ranks, " to run every rank on one GPU");
@@ -301,13 +366,17 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   shared.cap_other.resize(p.ranks);
   shared.memory.assign(p.ranks, 0);
   if (p.virt) run_virtual(p, shared);
-  else run_threads(p, shared);
-
+  else run_threads(p, shared, group.get());
   RunResult result;
+  if (group && !gather_at_root(*group, p, shared)) {
+    result.report = false;  // world rank 0 reports the run
+    return result;
+  }
   if (options.check) check_against_reference(p, shared, result);
   result.notes.push_back(std::string("core attention: ") + kCoreAttentionNote);
   result.notes.push_back("LayerNorms and the router's gradient are left out; the LM head and "
                          "embedding are a seeded input and a seeded output gradient");
+  if (group) result.notes.push_back(group->describe() + "; world rank 0 gathered the records");
   if (p.virt && cfg.par.dp > 1)
     result.notes.push_back("dp_grad_reduce is not executed between virtual ranks (one GPU)");
   result.raw_alltoall_us = shared.raw_alltoall_us;
@@ -321,7 +390,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   info.iters = options.iters;
   info.warmup = options.warmup;
   info.routing = model::to_string(cfg.opt.routing.kind);
-  info.expert_gemm = options.expert_gemm;
+  info.expert_gemm = model::to_string(cfg.opt.expert_gemm);
   info.overlapped = overlap;
   info.shared_clock = p.virt;
   info.peak_memory_bytes = shared.memory;
