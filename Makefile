@@ -1,15 +1,22 @@
 # make run  : install missing Debian packages, build, and plan the built-in default configuration
 # make test : install missing Debian packages, build, and run every test this machine can run
-BUILD ?= build
+# EPO_WITH_MPI=1 (e.g. make EPO_WITH_MPI=1 test): also build `epo run` over MPI (mpirun), in
+# build-mpi by default; setup.sh then installs Open MPI as well.
+EPO_WITH_MPI ?= 0
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+ifeq ($(EPO_WITH_MPI),1)
+BUILD ?= build-mpi
+CMAKE_FLAGS += -DEPO_WITH_MPI=ON
+endif
+BUILD ?= build
 
 .PHONY: all setup configure build run test clean
 
 all: build
 
 setup:
-	@./tools/setup.sh
+	@EPO_WITH_MPI=$(EPO_WITH_MPI) ./tools/setup.sh
 
 $(BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -126,10 +126,10 @@ class MpiProcessGroup final : public ProcessGroup {
  public:
   MpiProcessGroup(const model::Config& cfg, const RunOptions& options) : w_(MpiWorld::get()) {
     gpus_per_process_ = options.gpus_per_process > 0 ? options.gpus_per_process : 1;
-    flex_ = cfg.opt.dispatcher == model::Dispatcher::flex;
+    const bool flex = cfg.opt.dispatcher == model::Dispatcher::flex;
     const ProcessPlace& place = w_.place();
     together(w_, [&] {
-      check_process_plan(place, gpus_per_process_, cfg.par.ep, flex_, cfg.virtual_ranks > 0);
+      check_process_plan(place, gpus_per_process_, cfg.par.ep, flex, cfg.virtual_ranks > 0);
       int visible = 0;
       const cudaError_t st = cudaGetDeviceCount(&visible);
       if (st != cudaSuccess)
@@ -175,8 +175,12 @@ class MpiProcessGroup final : public ProcessGroup {
 
   ncclUniqueId unique_id() override {
     ncclUniqueId id{};
-    if (root()) EPO_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
-    w_.broadcast(&id, sizeof id, 0);
+    try {  // the others wait in the broadcast: a failure here must end them too
+      if (root()) EPO_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
+      w_.broadcast(&id, sizeof id, 0);
+    } catch (...) {
+      abort(std::current_exception());
+    }
     return id;
   }
 
@@ -257,16 +261,20 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   bool gather(RankResults& r) override {
-    const auto all = w_.gather_to_root(pack_results(r));
-    if (!root()) return false;
-    RankResults merged;
-    merged.memory_bytes.assign(r.memory_bytes.size(), 0);
-    if (!r.cap_cfg.empty()) {
-      merged.cap_cfg.resize(r.cap_cfg.size());
-      merged.cap_other.resize(r.cap_other.size());
+    try {  // world rank 0 waits for every process's results
+      const auto all = w_.gather_to_root(pack_results(r));
+      if (!root()) return false;
+      RankResults merged;
+      merged.memory_bytes.assign(r.memory_bytes.size(), 0);
+      if (!r.cap_cfg.empty()) {
+        merged.cap_cfg.resize(r.cap_cfg.size());
+        merged.cap_other.resize(r.cap_other.size());
+      }
+      for (const std::string& bytes : all) unpack_results(bytes, merged);
+      r = std::move(merged);
+    } catch (...) {
+      abort(std::current_exception());
     }
-    for (const std::string& bytes : all) unpack_results(bytes, merged);
-    r = std::move(merged);
     return true;
   }
 
@@ -278,7 +286,6 @@ class MpiProcessGroup final : public ProcessGroup {
   };
   const MpiWorld& w_;
   int gpus_per_process_ = 1;
-  bool flex_ = false;
   int first_rank_ = 0;
   std::vector<int> devices_;
   std::vector<Local> local_;

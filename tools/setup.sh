@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages EPO needs when they are missing (as root), or prints the exact
 # apt-get line to run and stops (without root). Presence is checked by the files the build uses,
-# so a machine that has them from elsewhere is left alone.
+# so a machine that has them from elsewhere is left alone. EPO_WITH_MPI=1 (make EPO_WITH_MPI=1)
+# adds Open MPI for `epo run` over several processes.
 set -euo pipefail
 
 have_header() {
@@ -20,6 +21,10 @@ have_header Eigen/Core || missing+=(libeigen3-dev)
 have_header CLI/CLI.hpp || missing+=(libcli11-dev)
 have_header nlohmann/json.hpp || missing+=(nlohmann-json3-dev)
 { have_header catch2/catch.hpp || have_header catch2/catch_test_macros.hpp; } || missing+=(catch2)
+if [ "${EPO_WITH_MPI:-0}" = 1 ]; then
+  command -v mpicxx >/dev/null 2>&1 || missing+=(libopenmpi-dev)
+  command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
