@@ -1,6 +1,7 @@
 // bench_kernels rows of flex dispatch/combine on one GPU: R virtual ranks (swept over SM counts,
 // bound: a copy kernel with the same number of blocks, and a full-GPU row against a
-// device-to-device copy); the flex worlds those rows and the two-GPU rows run on.
+// device-to-device copy; the combine rows time the transfer, its local unpermute has its own
+// full-GPU row); the flex worlds those rows and the two-GPU rows run on.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -85,14 +86,21 @@ void wait_dispatch(World& w, int r) {
                                 ek::kDefaultFlexTimeoutCycles, w.error, k.stream);
 }
 
+void unpermute(World& w, int r, int num_sms) {
+  Rank& k = w.ranks[r];
+  const int R = static_cast<int>(w.ranks.size());
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_unpermute(r, R, k.expert_out.as<ek::bf16>(), k.expert_rows,
+                            k.permuted_row.as<int>(), k.buffers.recv_topk_weights, w.shape.hidden,
+                            w.shape.num_topk, w.tokens, k.buffers, num_sms, k.stream);
+}
+
 void send_combine(World& w, int r, int num_sms) {
   Rank& k = w.ranks[r];
   const int R = static_cast<int>(w.ranks.size());
   cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
-  ek::launch_flex_combine_send(r, R, k.expert_out.as<ek::bf16>(), k.expert_rows,
-                               k.permuted_row.as<int>(), w.shape.hidden, w.shape.num_topk, w.tokens,
-                               k.peers.as<ek::FlexBuffers>(), k.buffers, w.combine_seq, num_sms,
-                               k.stream);
+  ek::launch_flex_combine_send(r, R, w.shape.hidden, w.tokens, k.peers.as<ek::FlexBuffers>(),
+                               k.buffers, w.combine_seq, num_sms, k.stream);
 }
 
 void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out) {
@@ -143,16 +151,26 @@ int64_t copies_sent(const World& w) {
   return n;
 }
 
+int64_t copies_to_others(const World& w) {
+  int64_t n = 0;
+  for (size_t r = 0; r < w.ranks.size(); ++r)
+    for (size_t d = 0; d < w.ranks[r].per_rank_host.size(); ++d)
+      if (d != r) n += w.ranks[r].per_rank_host[d];
+  return n;
+}
+
 }  // namespace flex
 
 namespace {
 
 using flex::copies_sent;
+using flex::copies_to_others;
 using flex::kMB;
 using flex::send_combine;
 using flex::send_dispatch;
 using flex::setup;
 using flex::setup_receive_side;
+using flex::unpermute;
 using flex::wait_and_reduce_combine;
 using flex::wait_dispatch;
 using flex::World;
@@ -191,14 +209,32 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
   setup_receive_side(w);
   int64_t expert_rows = 0;
   for (const auto& k : w.ranks) expert_rows += k.expert_rows;
-  // Combine: expert rows read, one partial per (token, rank) written, then read and reduced.
-  const double combine_bytes = expert_rows * row_bytes + 2.0 * copies * row_bytes +
+  // Combine, transfer: the rows of other ranks read and written once by the send, then every
+  // partial read and one row per token written by the reduce.
+  const double combine_bytes = 2.0 * copies_to_others(w) * row_bytes + copies * row_bytes +
                                R * static_cast<double>(tokens) * row_bytes;
   auto combine = [&](int num_sms) {
     ++w.combine_seq;
     for (int r = 0; r < R; ++r) send_combine(w, r, num_sms);
     for (int r = 0; r < R; ++r) wait_and_reduce_combine(w, r, num_sms, outs[r]);
   };
+  // Combine, local half (compute side, all SMs): expert rows read, one row per received token
+  // written; its bound is a device-to-device copy of the same bytes.
+  const double unpermute_bytes = (expert_rows + copies) * row_bytes;
+  {
+    const double t_u = median_time_us(
+        [&] {
+          for (int r = 0; r < R; ++r) unpermute(w, r, 0);
+        },
+        stream, timing);
+    const double bound_u =
+        copy_bound_us(static_cast<size_t>(unpermute_bytes / 2) / 16 * 16, stream, timing);
+    const double pct_u = add_row(report, {"flex_unpermute", shape.model, "ep" + std::to_string(R),
+                                          tokens, t_u, unpermute_bytes / kMB, -1, bound_u});
+    report.goal("flex_unpermute " + shape.model + " " + std::to_string(tokens) + " ep" +
+                    std::to_string(R) + " of copy bound",
+                pct_u, ">=", 80.0, "%");
+  }
 
   DeviceMem copy_src(
       std::min<size_t>(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2),

@@ -1,5 +1,6 @@
 // bench_kernels rows of flex dispatch/combine between two GPUs over NVLink: GB/s per direction
-// against the SM count.
+// against the SM count (the combine rows time its transfer; its local unpermute, a compute-side
+// kernel on all SMs, has its own row against a device-to-device copy of the same bytes).
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -18,11 +19,11 @@ constexpr double kTwoGpuGoalGbps = 340.0;
 constexpr int kTwoGpuGoalMaxSms = 16;
 
 using flex::kMB;
-using flex::Rank;
 using flex::send_combine;
 using flex::send_dispatch;
 using flex::setup;
 using flex::setup_receive_side;
+using flex::unpermute;
 using flex::wait_and_reduce_combine;
 using flex::wait_dispatch;
 using flex::World;
@@ -142,30 +143,6 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
       }
     };
   };
-  // Local-read side of the combine: each GPU reads its expert rows (what combine_send reads) with
-  // the same number of blocks, both GPUs at once. Added to the NVLink store bound, it is the
-  // combine's ceiling with that many SMs (the combine cannot send faster than it reads).
-  std::vector<DeviceMem> sinks;
-  for (auto& k : w.ranks) {
-    cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
-    sinks.emplace_back(16);
-  }
-  auto local_read = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
-      }
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        const Rank& k = w.ranks[r];
-        launch_read_kernel(k.expert_out.as<void>(),
-                           static_cast<size_t>(k.expert_rows) * static_cast<size_t>(row_bytes),
-                           sinks[r].as<void>(), sms, k.stream);
-        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
-      }
-    };
-  };
   auto nothing = [] {};
 
   // One dispatch so the receive side (for the combine) has data.
@@ -174,65 +151,55 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
   setup_receive_side(w);
   report.context("two_gpu_reference",
                  "plain store kernel 353 GB/s per direction with 8 SMs (perf_anchors §7)");
+  // The combine's local half on each GPU, all SMs, both GPUs at once (it runs on the compute side
+  // before the transfer). Bytes per GPU: its expert rows read, one row per received token written.
   {
-    // The combine reads every local expert row of a token before it sends one row: with top-k
-    // spread over two ranks that is several rows read locally per row crossing NVLink.
-    const double rows_sent = std::min(w.ranks[0].per_rank_host[1], w.ranks[1].per_rank_host[0]);
-    const double local_read_mb =
-        static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) * row_bytes /
-        kMB;
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "combine also reads %.0f MB of local expert rows per GPU (%.1f per row crossing "
-                  "NVLink) and writes as much locally as it sends",
-                  local_read_mb, rows_sent > 0 ? local_read_mb * kMB / row_bytes / rows_sent : 0.0);
-    report.context("nvl_combine_local", line);
+    // GPU d writes one row per token received from either rank: sum over sources r of
+    // per_rank_host[d]; the busier GPU sets the time.
+    const auto received = [&](int d) {
+      return int64_t{w.ranks[0].per_rank_host[d]} + w.ranks[1].per_rank_host[d];
+    };
+    const int64_t rows_out = std::max(received(0), received(1));
+    const double unpermute_bytes =
+        static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows) + rows_out) *
+        row_bytes;
+    auto local_unpermute = [&](cudaEvent_t* s, cudaEvent_t* e) {
+      for (int r = 0; r < 2; ++r) {
+        cuda_check(cudaSetDevice(r), "cudaSetDevice");
+        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
+      }
+      for (int r = 0; r < 2; ++r) {
+        unpermute(w, r, 0);
+        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
+      }
+    };
+    const double t_u = timed(local_unpermute, nothing);
+    cuda_check(cudaSetDevice(0), "cudaSetDevice");
+    const double bound_u = copy_bound_us(static_cast<size_t>(unpermute_bytes / 2) / 16 * 16,
+                                         w.ranks[0].stream, timing);
+    add_row(report, {"flex_unpermute_2gpu", shape.model, "all SMs", tokens, t_u,
+                     unpermute_bytes / kMB, -1, bound_u});
   }
-  const double local_read_bytes =
-      static_cast<double>(std::max(w.ranks[0].expert_rows, w.ranks[1].expert_rows)) * row_bytes;
-  double best_dispatch = 0, best_combine = 0, best_ceiling = 0;
-  int best_ceiling_sms = 0;
+  double best_dispatch = 0, best_combine = 0;
   for (int sms : sm_counts) {
     const double t_d = timed(dispatch_send(sms), dispatch_finish);
     const double t_c = timed(combine_send(sms), combine_finish);
     const double t_copy = timed(peer_copy(sms), nothing);
-    const double t_read = timed(local_read(sms), nothing);
     ek::check_flex_error(w.error);
     const double dir_bytes = std::min(bytes_01, bytes_10);
-    // Ceiling of the combine with `sms` SMs: the slower of its local reads and its NVLink stores
-    // (assumes they overlap perfectly; reading and storing on the same SMs can only be slower).
-    const double t_ceiling = std::max(t_copy, t_read);
     const std::string param = "2gpu sms=" + std::to_string(sms);
-    // Combine moves the same rows back: rank d sends what it received from the other rank.
+    // Combine moves the same rows back: rank d returns one row per token it received from the
+    // other rank (its own tokens' rows stay in place).
     add_row(report,
             {"flex_dispatch_nvl", shape.model, param, tokens, t_d, dir_bytes / kMB, -1, t_copy});
     add_row(report,
             {"flex_combine_nvl", shape.model, param, tokens, t_c, dir_bytes / kMB, -1, t_copy});
     add_row(report,
             {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
-    add_row(report, {"combine_local_read", shape.model, param, tokens, t_read,
-                     local_read_bytes / kMB, -1, -1});
-    // data = bytes per direction, time = max(peer_store_copy, combine_local_read): its GB/s is
-    // what the combine could reach with these SMs.
-    add_row(report, {"combine_ceiling_nvl", shape.model, param, tokens, t_ceiling, dir_bytes / kMB,
-                     -1, -1});
     if (sms <= kTwoGpuGoalMaxSms) {
       best_dispatch = std::max(best_dispatch, dir_bytes / kMB / t_d * 1e3);
       best_combine = std::max(best_combine, dir_bytes / kMB / t_c * 1e3);
-      if (dir_bytes / kMB / t_ceiling * 1e3 > best_ceiling) {
-        best_ceiling = dir_bytes / kMB / t_ceiling * 1e3;
-        best_ceiling_sms = sms;
-      }
     }
-  }
-  {
-    char line[240];
-    std::snprintf(
-        line, sizeof line,
-        "with <= %d SMs the combine can send at most %.0f GB/s per direction (at %d SMs): "
-        "it must first read %.0f MB of local expert rows per GPU (row combine_local_read)",
-        kTwoGpuGoalMaxSms, best_ceiling, best_ceiling_sms, local_read_bytes / kMB);
-    report.context("nvl_combine_ceiling", line);
   }
   report.goal("flex_dispatch_nvl " + shape.model + " " + std::to_string(tokens) +
                   " GB/s per direction, <=16 SMs",

@@ -49,7 +49,10 @@ void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& dev
 void send_dispatch(World& w, int r, int num_sms);
 /// Enqueues on rank r's stream the wait for its incoming dispatch.
 void wait_dispatch(World& w, int r);
-/// Launches rank r's combine sends on num_sms SMs.
+/// Launches rank r's local half of the combine (flex unpermute of expert_out into its receive
+/// rows) on num_sms SMs (0: as many as useful).
+void unpermute(World& w, int r, int num_sms);
+/// Launches rank r's combine send (the transfer of the unpermuted rows) on num_sms SMs.
 void send_combine(World& w, int r, int num_sms);
 /// Enqueues rank r's combine wait and the reduce of its tokens into out on num_sms SMs.
 void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out);
@@ -58,5 +61,7 @@ void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out);
 void setup_receive_side(World& w);
 /// Token copies all ranks send (the sum of their per-destination counts).
 int64_t copies_sent(const World& w);
+/// The part of copies_sent that goes to another rank (what the combine send copies back).
+int64_t copies_to_others(const World& w);
 
 }  // namespace epo::bench::kernels::flex

@@ -76,8 +76,15 @@ void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
   kernels::grouped_gemm_dgrad(rs.blas(), s.d_fc1, w.w1, s.d_xperm, sp.loc_rows.data(),
                               sp.loc_off.data(), El, 2 * F, H, algo, rs.gemm_workspace(), st);
   if (with_wgrad) mlp_wgrad(rs, mb, layer);
-  if (rs.setup().transport != Transport::flex)
+  if (rs.setup().transport == Transport::flex) {
+    // The gradient copies of each received token summed over local experts (weight 1: the router
+    // weights were applied by the gather above), all SMs; the dispatch backward only moves them.
+    kernels::launch_flex_unpermute(rs.rank(), rs.setup().num_ranks, s.d_xperm, rows,
+                                   s.fx_permuted_row, nullptr, H, sh.topk, sh.tokens, rs.flex().bwd,
+                                   0, st);
+  } else {
     kernels::launch_permute(s.d_xperm, rows, H, s.row_dst, received, s.x_recv, st);
+  }
 }
 
 void dispatch_bwd_post(RankState& rs, int mb, int layer) {

@@ -186,8 +186,15 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
   kernels::launch_swiglu_fwd(s.fc1, rows, F, s.act, st);
   kernels::grouped_gemm_fwd(rs.blas(), s.act, w.w2, s.y_perm, sp.loc_rows.data(),
                             sp.loc_off.data(), El, H, F, algo, rs.gemm_workspace(), st);
-  if (rs.setup().transport != Transport::flex)
+  if (rs.setup().transport == Transport::flex) {
+    // Megatron's flex combine_preprocess: the weighted sum over local experts, all SMs, so the
+    // combine op only moves one row per (token, expert rank) and sums over ranks.
+    auto& fx = rs.flex().fwd;
+    kernels::launch_flex_unpermute(rs.rank(), R, s.y_perm, rows, s.fx_permuted_row,
+                                   fx.recv_topk_weights, H, sh.topk, sh.tokens, fx, 0, st);
+  } else {
     kernels::launch_permute(s.y_perm, rows, H, s.row_dst, received, s.x_recv, st);
+  }
 }
 
 void combine_fwd_post(RankState& rs, int mb, int layer, bool unpermute) {

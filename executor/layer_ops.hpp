@@ -31,13 +31,16 @@ void lm_head_bwd(RankState& rs, int mb);
 /// Attention, shared expert, router + routing, dispatch preprocess (layout and, for alltoall,
 /// the permuted send rows and the D2H copy of the per-expert counts).
 void pre_dispatch_fwd(RankState& rs, int mb, int layer);
-/// Permute received rows, grouped fc1, SwiGLU, fc2, un-sort (dense layer: the dense MLP).
+/// Permute received rows, grouped fc1, SwiGLU, fc2, un-sort (flex: the router-weighted sum over
+/// local experts into one row per received token; dense layer: the dense MLP).
 /// Needs the splits of the dispatch (host).
 void mlp_fwd(RankState& rs, int mb, int layer);
 /// Weighted unpermute of the returned rows (alltoall) and y = h + moe + shared, on the comm stream.
 void combine_fwd_post(RankState& rs, int mb, int layer, bool unpermute);
 /// Rows of the output gradient scaled by the router weights (alltoall), on the comm stream.
 void combine_bwd_pre(RankState& rs, int mb, int layer);
+/// Gather of the output gradient, expert dgrads (and wgrads unless delayed), un-sort (flex: the
+/// sum over local experts of each received token's gradient copies).
 void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad);
 /// Sum of the returned row gradients per token (alltoall), on the comm stream.
 void dispatch_bwd_post(RankState& rs, int mb, int layer);

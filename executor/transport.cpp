@@ -157,11 +157,11 @@ void flex_to_sources(Group& g, int mb, int layer, bool backward) {
     SlotLayer& s = rs->slot(mb, layer);
     const auto& sh = rs->shape();
     FlexState& fx = rs->flex();
+    // The rows were reduced over local experts by the mlp op (launch_flex_unpermute).
     kernels::launch_flex_combine_send(
-        rs->rank(), rs->setup().num_ranks, backward ? s.d_xperm : s.y_perm, s.splits.padded_rows,
-        s.fx_permuted_row, sh.hidden, sh.topk, sh.tokens, backward ? fx.peers_bwd : fx.peers_fwd,
-        backward ? fx.bwd : fx.fwd, backward ? s.flex_seq_bwd : s.flex_seq_fwd, g.comm_sms,
-        rs->comm());
+        rs->rank(), rs->setup().num_ranks, sh.hidden, sh.tokens,
+        backward ? fx.peers_bwd : fx.peers_fwd, backward ? fx.bwd : fx.fwd,
+        backward ? s.flex_seq_bwd : s.flex_seq_fwd, g.comm_sms, rs->comm());
   }
   for (RankState* rs : g.ranks) {
     ScopedOp scope(rs->rank(), op_context().op);

@@ -1,6 +1,7 @@
-// Flex dispatch and combine: fused send kernels that write each token once per destination rank
+// Flex dispatch and combine: send kernels that write each token row once per destination rank
 // straight into that rank's buffers through a device table of destination pointers, with per-source
-// counters and sequence-numbered flags, and receive-side waits that time out with a report.
+// counters and sequence-numbered flags, receive-side waits that time out with a report, and the
+// compute-side unpermute that leaves one row per (token, expert rank) for the combine to move.
 //
 // Ordering: every sending thread fences at system scope after its stores, the block then counts
 // itself done on the sender's own done_counter; the last block (threadFenceReduction pattern)
@@ -8,6 +9,7 @@
 // so every byte written before the release is visible once the flag reads seq; kernels after the
 // wait on the same stream inherit that order. Sends never wait, so any launch order of sends and
 // waits on one stream is deadlock-free as long as each wait comes after the sends it needs.
+#include <algorithm>
 #include <string>
 
 #include "kernels/check.hpp"
@@ -20,11 +22,14 @@ namespace {
 
 using detail::kBf16PerVec;
 using detail::kWarpSize;
-// Dispatch streams rows: 1024 threads, 8 vectors of 16 bytes loaded per lane before any store, so
+// Sends stream rows: 1024 threads, 8 vectors of 16 bytes loaded per lane before any store, so
 // one SM keeps 128 KB of reads in flight (a copy needs about that to run at HBM or NVLink rate).
-constexpr int kDispatchThreads = 1024;
-constexpr int kDispatchUnroll = 8;
-// Combine and reduce keep fp32 accumulators per vector, so fewer threads with more registers:
+constexpr int kSendThreads = 1024;
+constexpr int kSendWarps = kSendThreads / kWarpSize;
+constexpr int kSendUnroll = 8;
+// Combine send: one warp copies a tile of 8 vectors per lane (4 KB, contiguous) per step.
+constexpr int kCopyTileVecs = kSendUnroll * kWarpSize;
+// Unpermute and reduce keep fp32 accumulators per vector, so fewer threads with more registers:
 // 512 threads, 8 16-byte loads in flight per lane (8 vectors of a row with a single copy, else 4
 // vectors of 2 copies at a time; 4 copies at a time would spill at 128 registers).
 constexpr int kReduceThreads = 512;
@@ -32,16 +37,6 @@ constexpr int kReduceWarps = kReduceThreads / kWarpSize;
 constexpr int kReduceUnroll = 4;
 constexpr int kReduceBatch = 2;
 constexpr int kSingleUnroll = 8;
-// Combine send: the expert rank reads ~4-10 local rows per row it sends, so its speed is that of
-// its local reads. Loads land in shared memory through cp.async (no registers held while in
-// flight): each warp keeps kCombineStages steps of kCombineUnroll 16-byte vectors per lane in
-// flight, 16 warps x 6 x 2 KB = 192 KB per SM, three times the 64 KB that registers allowed.
-constexpr int kCombineStages = 6;
-constexpr int kCombineUnroll = 4;
-constexpr int kCombineStepVecs = kCombineUnroll * kWarpSize;  // vectors of one warp step
-static_assert(kCombineStages == 6, "the combine's cp.async wait switch lists 0..5 pending groups");
-constexpr size_t kCombineSmemBytes =
-    sizeof(int4) * kReduceWarps * kCombineStages * kCombineStepVecs;
 constexpr int kWaitThreads = kMaxRanks;
 
 // Copy c of a warp's list: lane c % 32 holds it in (row_lo, w_lo) for c < 32 or (row_hi, w_hi).
@@ -145,23 +140,9 @@ __device__ __forceinline__ void warp_weighted_row_sum(const int4* __restrict__ r
   }
 }
 
-__device__ __forceinline__ void cp_async16(int4* smem, const int4* gmem) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-// Waits until at most `kPending` of this thread's newest cp.async groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
 struct SendArgs {
   int rank, num_ranks, num_tokens, vecs_per_row, num_topk, experts_per_rank, max_tokens;
   uint64_t seq;
-  int warps_per_token;  // dispatch: warps sharing one token, one class of destinations each
 };
 
 // The last block of a grid to get here sees every other block's writes (fenced before counting).
@@ -181,11 +162,10 @@ __device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
 
 // Source `rank`: x[num_tokens][hidden] -> peers[d].recv_x[rank][slot][hidden] for each destination
 // d with token_slot_in_rank[t][d] = slot >= 0, plus the top-k meta in d's local expert numbering.
-// a.warps_per_token warps take each token, warp j storing only to destinations d with
-// d % warps_per_token == j: with two ranks (the two-GPU case: one local, one NVLink destination)
-// the slow peer stores and the fast local ones run in different warps, so one never waits behind
-// the other (the row is then read twice, once per warp: local reads are not what limits there).
-__global__ void __launch_bounds__(kDispatchThreads)
+// One warp per token reads each chunk of its row once and stores it to every destination: the
+// peers first, this rank last, so the slow link is fed before the fast local copy (one read per row
+// instead of one per destination class: with few SMs each SM's own traffic is what limits).
+__global__ void __launch_bounds__(kSendThreads)
     flex_dispatch_send_kernel(SendArgs a, const int4* __restrict__ x,
                               const int* __restrict__ topk_idx,
                               const float* __restrict__ topk_weights,
@@ -205,14 +185,9 @@ __global__ void __launch_bounds__(kDispatchThreads)
     dst_weight[threadIdx.x] = peers[threadIdx.x].recv_topk_weights + rank_base * a.num_topk;
   }
   __syncthreads();
-  constexpr int kWarpsPerBlock = kDispatchThreads / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  const int warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  const int split = a.warps_per_token;  // divides kWarpsPerBlock
-  const int token_stride = gridDim.x * (kWarpsPerBlock / split);
-  // Destinations this warp stores to: d % split == warp % split (lane d and d + 32 agree, as split
-  // divides 32).
-  const bool my_class = lane % split == warp % split;
+  const int warps = gridDim.x * kSendWarps;
+  const uint64_t self_bit = uint64_t{1} << a.rank;
   // Routing of the warp's next token, loaded while the current row streams (a token's metadata
   // is one dependent round trip; for short rows it would otherwise cost as much as the row).
   int next_slot_lo = -1, next_slot_hi = -1, next_expert = -1;
@@ -231,14 +206,24 @@ __global__ void __launch_bounds__(kDispatchThreads)
   };
   auto load_chunk = [&](const int4* row, int base, int4* v) {
 #pragma unroll
-    for (int u = 0; u < kDispatchUnroll; ++u) {
+    for (int u = 0; u < kSendUnroll; ++u) {
       const int i = base + u * kWarpSize + lane;
       if (i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
     }
   };
-  const int first_token = warp / split;
+  // Unrolled 16-byte stores of one chunk to destination d (warp-uniform).
+  auto store_chunk = [&](int d, int slot_lo, int slot_hi, int base, const int4* v) {
+    const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
+    int4* dst = dst_x[d] + static_cast<int64_t>(slot) * a.vecs_per_row;
+#pragma unroll
+    for (int u = 0; u < kSendUnroll; ++u) {
+      const int i = base + u * kWarpSize + lane;
+      if (i < a.vecs_per_row) dst[i] = v[u];
+    }
+  };
+  const int first_token = blockIdx.x * kSendWarps + threadIdx.x / kWarpSize;
   fetch(first_token);
-  for (int t = first_token; t < a.num_tokens; t += token_stride) {
+  for (int t = first_token; t < a.num_tokens; t += warps) {
     const int slot_lo = next_slot_lo, slot_hi = next_slot_hi;
     // Top-k meta: lane k < num_topk owns copy k.
     const int expert = next_expert;
@@ -246,11 +231,11 @@ __global__ void __launch_bounds__(kDispatchThreads)
     // The row's first vectors do not depend on the routing: issue them before anything waits on
     // it (with one token per warp, as at 4096 tokens on all SMs, this hides the routing's latency).
     const int4* row = x + static_cast<int64_t>(t) * a.vecs_per_row;
-    int4 v[kDispatchUnroll];
+    int4 v[kSendUnroll];
     load_chunk(row, 0, v);
-    const uint64_t dest_mask =
-        static_cast<uint64_t>(__ballot_sync(0xffffffffu, my_class && slot_lo >= 0)) |
-        static_cast<uint64_t>(__ballot_sync(0xffffffffu, my_class && slot_hi >= 0)) << 32;
+    const uint64_t dest_mask = static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_lo >= 0)) |
+                               static_cast<uint64_t>(__ballot_sync(0xffffffffu, slot_hi >= 0))
+                                   << 32;
     for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
       const int d = __ffsll(static_cast<long long>(m)) - 1;
       const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
@@ -261,20 +246,15 @@ __global__ void __launch_bounds__(kDispatchThreads)
         dst_weight[d][at] = weight;
       }
     }
-    fetch(t + token_stride);
-    // Token row: read once (per warp), written once per destination.
+    fetch(t + warps);
+    const uint64_t peer_mask = dest_mask & ~self_bit;
+    const bool to_self = (dest_mask & self_bit) != 0;
+    // Token row: read once, written once per destination.
     for (int base = 0; dest_mask != 0;) {
-      for (uint64_t m = dest_mask; m != 0; m &= m - 1) {
-        const int d = __ffsll(static_cast<long long>(m)) - 1;
-        const int slot = __shfl_sync(0xffffffffu, d < kWarpSize ? slot_lo : slot_hi, d % kWarpSize);
-        int4* dst = dst_x[d] + static_cast<int64_t>(slot) * a.vecs_per_row;
-#pragma unroll
-        for (int u = 0; u < kDispatchUnroll; ++u) {
-          const int i = base + u * kWarpSize + lane;
-          if (i < a.vecs_per_row) dst[i] = v[u];
-        }
-      }
-      base += kWarpSize * kDispatchUnroll;
+      for (uint64_t m = peer_mask; m != 0; m &= m - 1)
+        store_chunk(__ffsll(static_cast<long long>(m)) - 1, slot_lo, slot_hi, base, v);
+      if (to_self) store_chunk(a.rank, slot_lo, slot_hi, base, v);
+      base += kWarpSize * kSendUnroll;
       if (base >= a.vecs_per_row) break;
       load_chunk(row, base, v);
     }
@@ -288,200 +268,86 @@ __global__ void __launch_bounds__(kDispatchThreads)
   }
 }
 
-// Expert rank `rank`: for every received token (src, slot < recv_count[src]) the weighted sum of
-// its local expert outputs goes to peers[src].combine_x[rank][slot][hidden].
-__global__ void __launch_bounds__(kReduceThreads)
-    flex_combine_send_kernel(SendArgs a, const int4* __restrict__ expert_out,
-                             const int* __restrict__ permuted_row,
-                             const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+// Expert rank `rank`: own.recv_x[s][0, recv_count[s]) -> peers[s].combine_x[rank][same slots] for
+// every source s != rank (its own rows are already in place, see launch_flex_unpermute). Each
+// source's rows are one contiguous run on both sides, so this is a tiled copy: warp w takes tiles
+// w, w + warps, ... of 8 vectors per lane, loaded before any is stored.
+__global__ void __launch_bounds__(kSendThreads)
+    flex_combine_send_kernel(SendArgs a, const FlexBuffers* __restrict__ peers, FlexBuffers own) {
   detail::grid_dependency_wait();
   __shared__ int4* dst_x[kMaxRanks];
-  __shared__ int row_begin[kMaxRanks + 1];  // prefix of recv_count over sources
-  if (threadIdx.x < a.num_ranks)
-    dst_x[threadIdx.x] = reinterpret_cast<int4*>(peers[threadIdx.x].combine_x);
-  if (threadIdx.x == 0) {
-    row_begin[0] = 0;
-    for (int s = 0; s < a.num_ranks; ++s)
-      row_begin[s + 1] = row_begin[s] + *reinterpret_cast<volatile int*>(&own.recv_count[s]);
+  __shared__ int64_t num_vecs[kMaxRanks];
+  if (threadIdx.x < a.num_ranks) {
+    const int s = threadIdx.x;
+    const int count = s == a.rank ? 0 : *reinterpret_cast<volatile int*>(&own.recv_count[s]);
+    num_vecs[s] = static_cast<int64_t>(count) * a.vecs_per_row;
+    dst_x[s] = reinterpret_cast<int4*>(peers[s].combine_x) +
+               static_cast<int64_t>(a.rank) * a.max_tokens * a.vecs_per_row;
   }
   __syncthreads();
   const int lane = threadIdx.x % kWarpSize;
-  const int warps = gridDim.x * kReduceWarps;
-  const int total = row_begin[a.num_ranks];
-  extern __shared__ int4 combine_ring[];  // kCombineSmemBytes
-  int4* ring = combine_ring + (threadIdx.x / kWarpSize) * kCombineStages * kCombineStepVecs;
-  // Copies of the warp's next token, loaded while the current one streams. Lane k < num_topk
-  // holds copy k (row -1 when that expert lives on another rank).
-  int next_src = 0, next_row = -1;
-  float next_weight = 0.f;
-  auto fetch = [&](int jj) {
-    next_row = -1;
-    next_weight = 0.f;
-    if (jj >= total) return;
-    while (jj >= row_begin[next_src + 1]) ++next_src;  // jj only grows: next_src moves forward
-    const int64_t recv_row =
-        static_cast<int64_t>(next_src) * a.max_tokens + (jj - row_begin[next_src]);
-    if (lane < a.num_topk) {
-      next_row = permuted_row[recv_row * a.num_topk + lane];
-      next_weight = own.recv_topk_weights[recv_row * a.num_topk + lane];
-    }
-  };
-  // The warp's tokens j = first_j, first_j + warps, ... form one stream of steps (token, chunk of
-  // kCombineStepVecs vectors, copy), chunk-major and copy-minor inside a token (lowest lane = copy
-  // k first: the references' order). Loads run up to kCombineStages steps ahead of the arithmetic
-  // and across token boundaries, so the pipeline does not drain between tokens. Two tokens are in
-  // the window: `cur` (being summed) and `nxt` (its loads may start early); the routing of the
-  // token after them is fetched meanwhile. Each lane reads back only the vectors it copied
-  // itself, so its own cp.async waits are the only synchronisation.
-  const int num_chunks = (a.vecs_per_row + kCombineStepVecs - 1) / kCombineStepVecs;
-  const int first_j = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize;
-  fetch(first_j);
-  int cur_j = first_j, cur_src = next_src, cur_row = next_row;
-  float cur_weight = next_weight;
-  fetch(first_j + warps);
-  int nxt_j = first_j + warps, nxt_src = next_src, nxt_row = next_row;
-  float nxt_weight = next_weight;
-  fetch(first_j + 2 * warps);
-  uint32_t cur_mask = __ballot_sync(0xffffffffu, cur_row >= 0);
-  uint32_t nxt_mask = __ballot_sync(0xffffffffu, nxt_row >= 0);
-  // Issue cursor: on cur (0), on nxt (1) or done until the window moves (2); issue_chunk and
-  // issue_left (copies of that chunk still to issue, lowest first) locate it in its token.
-  int issue_on = 0, issue_chunk = 0;
-  uint32_t issue_left = cur_mask;
-  int issued = 0, consumed = 0;  // steps of the stream so far (step g uses ring slot g % stages)
-  auto issue_one = [&]() -> bool {
-    for (;;) {
-      if (issue_on == 2) return false;
-      const bool on_cur = issue_on == 0;
-      const uint32_t m = on_cur ? cur_mask : nxt_mask;
-      if ((on_cur ? cur_j : nxt_j) >= total) {  // tokens come in order: the stream ends here
-        issue_on = 2;
-        return false;
-      }
-      if (m == 0 || issue_chunk >= num_chunks) {  // this token is fully issued
-        if (on_cur) {
-          issue_on = 1;
-          issue_chunk = 0;
-          issue_left = nxt_mask;
-          continue;
-        }
-        issue_on = 2;
-        return false;
-      }
-      const int row = __shfl_sync(0xffffffffu, on_cur ? cur_row : nxt_row, __ffs(issue_left) - 1);
-      const int first = issue_chunk * kCombineStepVecs + lane;
-      const int4* src = expert_out + static_cast<int64_t>(row) * a.vecs_per_row + first;
-      int4* buf = ring + (issued % kCombineStages) * kCombineStepVecs + lane;
+  const int warp = blockIdx.x * kSendWarps + threadIdx.x / kWarpSize;
+  const int warps = gridDim.x * kSendWarps;
+  const int4* x = reinterpret_cast<const int4*>(own.recv_x);
+  // Warp w starts at source w % R and goes round, so at any time the warps are spread over every
+  // destination and each link is busy from the start (all warps on one source at a time would
+  // leave the other links idle; with two ranks, all of them serve the one peer).
+  for (int i = 0; i < a.num_ranks; ++i) {
+    const int s = (warp + i) % a.num_ranks;
+    const int64_t n = num_vecs[s];
+    const int4* src = x + static_cast<int64_t>(s) * a.max_tokens * a.vecs_per_row;
+    int4* dst = dst_x[s];
+    for (int64_t base = static_cast<int64_t>(warp) * kCopyTileVecs + lane; base < n;
+         base += static_cast<int64_t>(warps) * kCopyTileVecs) {
+      int4 v[kSendUnroll];
 #pragma unroll
-      for (int u = 0; u < kCombineUnroll; ++u)
-        if (first + u * kWarpSize < a.vecs_per_row)
-          cp_async16(buf + u * kWarpSize, src + u * kWarpSize);
-      cp_async_commit();
-      issue_left &= issue_left - 1;
-      if (issue_left == 0) {
-        issue_left = m;
-        ++issue_chunk;
-      }
-      ++issued;
-      return true;
-    }
-  };
-  // cur is done: nxt becomes cur, the prefetched token becomes nxt.
-  auto shift = [&] {
-    cur_j = nxt_j;
-    cur_src = nxt_src;
-    cur_row = nxt_row;
-    cur_weight = nxt_weight;
-    cur_mask = nxt_mask;
-    nxt_j = cur_j + warps;
-    nxt_src = next_src;
-    nxt_row = next_row;
-    nxt_weight = next_weight;
-    nxt_mask = __ballot_sync(0xffffffffu, nxt_row >= 0);
-    fetch(nxt_j + warps);
-    if (issue_on == 0) {  // cur had nothing to issue (no local copy): start on the new cur
-      issue_chunk = 0;
-      issue_left = cur_mask;
-    } else if (issue_on == 1) {
-      issue_on = 0;
-    } else {  // the new cur is fully issued: go on with the new nxt
-      issue_on = 1;
-      issue_chunk = 0;
-      issue_left = nxt_mask;
-    }
-  };
-  float acc[kCombineUnroll][kBf16PerVec];
+      for (int u = 0; u < kSendUnroll; ++u)
+        if (base + u * kWarpSize < n) v[u] = detail::ld_stream(src + base + u * kWarpSize);
 #pragma unroll
-  for (int u = 0; u < kCombineUnroll; ++u)
-#pragma unroll
-    for (int k = 0; k < kBf16PerVec; ++k) acc[u][k] = 0.f;
-  int chunk = 0;
-  uint32_t left = cur_mask;  // copies of cur's chunk still to add, lowest first
-  while (cur_j < total) {
-    int4* dst = dst_x[cur_src] +
-                (static_cast<int64_t>(a.rank) * a.max_tokens + (cur_j - row_begin[cur_src])) *
-                    a.vecs_per_row;
-    if (cur_mask == 0) {  // no local copy: the partial is zero
-      for (int i = lane; i < a.vecs_per_row; i += kWarpSize) dst[i] = make_int4(0, 0, 0, 0);
-      shift();
-      left = cur_mask;
-      continue;
+      for (int u = 0; u < kSendUnroll; ++u)
+        if (base + u * kWarpSize < n) dst[base + u * kWarpSize] = v[u];
     }
-    while (issued - consumed < kCombineStages && issue_one()) {
-    }
-    // Step `consumed` has landed once at most issued - 1 - consumed newer groups are pending.
-    switch (issued - 1 - consumed) {
-      case 0:
-        cp_async_wait<0>();
-        break;
-      case 1:
-        cp_async_wait<1>();
-        break;
-      case 2:
-        cp_async_wait<2>();
-        break;
-      case 3:
-        cp_async_wait<3>();
-        break;
-      case 4:
-        cp_async_wait<4>();
-        break;
-      default:
-        cp_async_wait<kCombineStages - 1>();
-        break;
-    }
-    const float w = __shfl_sync(0xffffffffu, cur_weight, __ffs(left) - 1);
-    left &= left - 1;
-    const int first = chunk * kCombineStepVecs + lane;
-    const int4* buf = ring + (consumed % kCombineStages) * kCombineStepVecs + lane;
-    ++consumed;
-#pragma unroll
-    for (int u = 0; u < kCombineUnroll; ++u) {
-      if (first + u * kWarpSize >= a.vecs_per_row) continue;
-      float f[kBf16PerVec];
-      detail::unpack_bf16x8(buf[u * kWarpSize], f);
-#pragma unroll
-      for (int k = 0; k < kBf16PerVec; ++k) acc[u][k] = __fmaf_rn(w, f[k], acc[u][k]);
-    }
-    if (left != 0) continue;
-#pragma unroll
-    for (int u = 0; u < kCombineUnroll; ++u) {
-      if (first + u * kWarpSize < a.vecs_per_row)
-        dst[first + u * kWarpSize] = detail::pack_bf16x8(acc[u]);
-#pragma unroll
-      for (int k = 0; k < kBf16PerVec; ++k) acc[u][k] = 0.f;
-    }
-    if (++chunk == num_chunks) {
-      chunk = 0;
-      shift();
-    }
-    left = cur_mask;
   }
-  cp_async_wait<0>();
   detail::allow_dependent_launch();
   if (last_block_done(&own.done_counter[1]) && threadIdx.x < a.num_ranks) {
     __threadfence_system();
     detail::st_release_sys(&peers[threadIdx.x].combine_flag[a.rank], a.seq);
+  }
+}
+
+// Expert rank `rank`: for every received token j (source-major, slots ascending; j < sum of
+// recv_count) the weighted sum of its local expert rows, one warp per token, written to
+// recv_x[src][slot] or, for src == rank, to combine_x[rank][slot]. weights null: weight 1.
+__global__ void __launch_bounds__(kReduceThreads)
+    flex_unpermute_kernel(int rank, int num_ranks, const int4* __restrict__ expert_out,
+                          const int* __restrict__ permuted_row, const float* __restrict__ weights,
+                          const int* __restrict__ recv_count, int num_topk, int vecs_per_row,
+                          int max_tokens, int4* __restrict__ recv_x, int4* __restrict__ self_out) {
+  detail::grid_dependency_wait();
+  __shared__ int row_begin[kMaxRanks + 1];  // prefix of recv_count over sources
+  if (threadIdx.x == 0) {
+    row_begin[0] = 0;
+    for (int s = 0; s < num_ranks; ++s) row_begin[s + 1] = row_begin[s] + recv_count[s];
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % kWarpSize;
+  const int warps = gridDim.x * kReduceWarps;
+  const int total = row_begin[num_ranks];
+  int src = 0;
+  for (int j = blockIdx.x * kReduceWarps + threadIdx.x / kWarpSize; j < total; j += warps) {
+    while (j >= row_begin[src + 1]) ++src;  // j only grows: src moves forward
+    const int slot = j - row_begin[src];
+    const int64_t recv_row = static_cast<int64_t>(src) * max_tokens + slot;
+    int row = -1;
+    float w = 1.f;
+    if (lane < num_topk) {
+      row = permuted_row[recv_row * num_topk + lane];
+      if (weights) w = weights[recv_row * num_topk + lane];
+    }
+    const uint64_t mask = __ballot_sync(0xffffffffu, row >= 0);
+    int4* dst = src == rank ? self_out + static_cast<int64_t>(slot) * vecs_per_row
+                            : recv_x + recv_row * vecs_per_row;
+    warp_weighted_row_sum(expert_out, vecs_per_row, mask, row, w, -1, 0.f, dst);
   }
 }
 
@@ -615,16 +481,15 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
     detail::require_pointer(topk_weights, kFn, "topk_weights");
     detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
   }
-  SendArgs args{rank,
-                num_ranks,
-                num_tokens,
-                hidden / kBf16PerVec,
-                num_topk,
-                num_experts / num_ranks,
-                max_tokens_per_rank,
-                seq,
-                num_ranks == 2 ? 2 : 1};
-  launch_chained(flex_dispatch_send_kernel, num_sms, kDispatchThreads, 0, stream, args,
+  const SendArgs args{rank,
+                      num_ranks,
+                      num_tokens,
+                      hidden / kBf16PerVec,
+                      num_topk,
+                      num_experts / num_ranks,
+                      max_tokens_per_rank,
+                      seq};
+  launch_chained(flex_dispatch_send_kernel, num_sms, kSendThreads, 0, stream, args,
                  reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
                  num_tokens_per_rank, peers, own);
 }
@@ -642,28 +507,52 @@ void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, 
                  1, error);
 }
 
-void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
-                              const int* permuted_row, int hidden, int num_topk,
-                              int max_tokens_per_rank, const FlexBuffers* peers,
-                              const FlexBuffers& own, uint64_t seq, int num_sms,
-                              cudaStream_t stream) {
-  constexpr const char* kFn = "launch_flex_combine_send";
+void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
+                           const int* permuted_row, const float* recv_topk_weights, int hidden,
+                           int num_topk, int max_tokens_per_rank, const FlexBuffers& own,
+                           int num_sms, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_unpermute";
   using detail::require;
+  check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, /*seq, unused here*/ 1);
+  require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
+  require(num_rows >= 0, kFn, "num_rows must be >= 0");
+  require(num_sms >= 0 && num_sms <= 1024, kFn, "num_sms must be in [0, 1024]");
+  detail::require_aligned16(own.recv_x, kFn, "own.recv_x");
+  detail::require_aligned16(own.combine_x, kFn, "own.combine_x");
+  detail::require_pointer(own.recv_count, kFn, "own.recv_count");
+  detail::require_pointer(permuted_row, kFn, "permuted_row");
+  if (num_rows > 0) detail::require_aligned16(expert_out, kFn, "expert_out");
+  const int64_t max_received = static_cast<int64_t>(num_ranks) * max_tokens_per_rank;
+  if (max_received == 0) return;
+  int grid = num_sms;
+  if (grid == 0) {
+    int device = 0, device_sms = 132;
+    EPO_CUDA_CHECK(cudaGetDevice(&device));
+    EPO_CUDA_CHECK(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, device));
+    // The received count is on the device: size for the most there can be, capped at a few blocks
+    // per SM (blocks past the count return at once).
+    grid = static_cast<int>(std::min<int64_t>((max_received + kReduceWarps - 1) / kReduceWarps,
+                                              int64_t{4} * device_sms));
+  }
+  const int vecs_per_row = hidden / kBf16PerVec;
+  launch_chained(flex_unpermute_kernel, grid, kReduceThreads, 0, stream, rank, num_ranks,
+                 reinterpret_cast<const int4*>(expert_out), permuted_row, recv_topk_weights,
+                 static_cast<const int*>(own.recv_count), num_topk, vecs_per_row,
+                 max_tokens_per_rank, reinterpret_cast<int4*>(own.recv_x),
+                 reinterpret_cast<int4*>(own.combine_x) +
+                     static_cast<int64_t>(rank) * max_tokens_per_rank * vecs_per_row);
+}
+
+void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
+                              const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
+                              int num_sms, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_combine_send";
   check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
   check_own(kFn, own);
   check_sms(kFn, num_sms);
-  require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
-  require(num_rows >= 0, kFn, "num_rows must be >= 0");
   detail::require_pointer(peers, kFn, "peers");
-  detail::require_pointer(permuted_row, kFn, "permuted_row");
-  if (num_rows > 0) detail::require_aligned16(expert_out, kFn, "expert_out");
-  SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, num_topk, 1, max_tokens_per_rank, seq, 1};
-  // Above the 48 KB default: opt in (per device, so on every launch; a cheap host call).
-  EPO_CUDA_CHECK(cudaFuncSetAttribute(flex_combine_send_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kCombineSmemBytes)));
-  launch_chained(flex_combine_send_kernel, num_sms, kReduceThreads, kCombineSmemBytes, stream, args,
-                 reinterpret_cast<const int4*>(expert_out), permuted_row, peers, own);
+  const SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, 1, 1, max_tokens_per_rank, seq};
+  launch_chained(flex_combine_send_kernel, num_sms, kSendThreads, 0, stream, args, peers, own);
 }
 
 void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,

@@ -1,4 +1,5 @@
 // References: flex dispatch and combine over host buffers, one FlexRankBuffers per rank.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -70,27 +71,45 @@ void flex_dispatch_wait(int rank, int num_ranks, const FlexRankBuffers& own, uin
   check_flags(own.recv_flag, rank, num_ranks, seq, "dispatch data");
 }
 
-void flex_combine_send(int rank, int num_ranks, const uint16_t* expert_out, int64_t num_rows,
-                       const int* permuted_row, int hidden, int num_topk, int max_tokens_per_rank,
-                       std::vector<FlexRankBuffers>& ranks, uint64_t seq) {
-  const FlexRankBuffers& own = ranks[rank];
+void flex_unpermute(int rank, int num_ranks, const uint16_t* expert_out, int64_t num_rows,
+                    const int* permuted_row, const float* recv_topk_weights, int hidden,
+                    int num_topk, int max_tokens_per_rank, std::vector<FlexRankBuffers>& ranks) {
+  if (static_cast<int>(ranks.size()) != num_ranks) throw std::invalid_argument("ranks.size()");
+  FlexRankBuffers& own = ranks[rank];
   for (int s = 0; s < num_ranks; ++s) {
-    FlexRankBuffers& src = ranks[s];
     for (int slot = 0; slot < own.recv_count[s]; ++slot) {
-      int64_t row = static_cast<int64_t>(s) * max_tokens_per_rank + slot;
-      int64_t out_row = static_cast<int64_t>(rank) * max_tokens_per_rank + slot;
+      const int64_t row = static_cast<int64_t>(s) * max_tokens_per_rank + slot;
+      // The rank's own tokens go straight to its combine_x[rank]: nothing to send for them.
+      uint16_t* out =
+          s == rank
+              ? &own.combine_x[(static_cast<int64_t>(rank) * max_tokens_per_rank + slot) * hidden]
+              : &own.recv_x[row * hidden];
       for (int h = 0; h < hidden; ++h) {
         float acc = 0.f;
         for (int k = 0; k < num_topk; ++k) {
-          int r = permuted_row[row * num_topk + k];
+          const int r = permuted_row[row * num_topk + k];
           if (r < 0) continue;
           if (r >= num_rows) throw std::invalid_argument("permuted_row entry past num_rows");
-          acc = std::fma(own.recv_topk_weights[row * num_topk + k],
-                         bf16_to_float(expert_out[static_cast<int64_t>(r) * hidden + h]), acc);
+          const float w = recv_topk_weights ? recv_topk_weights[row * num_topk + k] : 1.f;
+          acc = std::fma(w, bf16_to_float(expert_out[static_cast<int64_t>(r) * hidden + h]), acc);
         }
-        src.combine_x[out_row * hidden + h] = float_to_bf16(acc);
+        out[h] = float_to_bf16(acc);
       }
     }
+  }
+}
+
+void flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
+                       std::vector<FlexRankBuffers>& ranks, uint64_t seq) {
+  if (static_cast<int>(ranks.size()) != num_ranks) throw std::invalid_argument("ranks.size()");
+  const FlexRankBuffers& own = ranks[rank];
+  for (int s = 0; s < num_ranks; ++s) {
+    if (s == rank) continue;  // in place already (flex_unpermute)
+    const int64_t from = static_cast<int64_t>(s) * max_tokens_per_rank * hidden;
+    const int64_t to = static_cast<int64_t>(rank) * max_tokens_per_rank * hidden;
+    std::copy(own.recv_x.begin() + from,
+              own.recv_x.begin() + from + static_cast<int64_t>(own.recv_count[s]) * hidden,
+              ranks[s].combine_x.begin() + to);
   }
   for (int s = 0; s < num_ranks; ++s) ranks[s].combine_flag[rank] = seq;
 }

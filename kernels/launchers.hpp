@@ -198,29 +198,36 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
 // FlexBuffers (entry d = rank d's pointers as seen from the sender's device: same-device pointers
 // or peer pointers after cudaDeviceEnablePeerAccess / IPC). Sizes, with T = max_tokens_per_rank
 // (>= num_tokens of every source), R = num_ranks, H = hidden, K = num_topk:
-//   recv_x[R][T][H] bf16            token rows from each source rank, slot-ordered
+//   recv_x[R][T][H] bf16            token rows from each source rank, slot-ordered; after the
+//                                   experts, launch_flex_unpermute overwrites them with the rows
+//                                   going back (one per received token, reduced over local experts)
 //   recv_topk_idx[R][T][K] int32    LOCAL expert index on this rank, -1 if that expert lives
-//   elsewhere recv_topk_weights[R][T][K] fp32 router weight of each copy (meaningful where idx >=
-//   0) recv_count[R] int32             tokens received from each source (written before the flag)
+//                                   elsewhere
+//   recv_topk_weights[R][T][K] fp32 router weight of each copy (meaningful where idx >= 0)
+//   recv_count[R] int32             tokens received from each source (written before the flag)
 //   recv_flag[R] uint64             = seq once source's dispatch data has landed
-//   combine_x[R][T][H] bf16         on the SOURCE rank: each expert rank's weighted partial sum,
-//                                   at the same slot the token had in that rank's recv_x
+//   combine_x[R][T][H] bf16         on the SOURCE rank: each expert rank's partial sum, at the slot
+//                                   the token had in that rank's recv_x (entry [rank] is written by
+//                                   the rank's own launch_flex_unpermute, the others by peers)
 //   combine_flag[R] uint64          = seq once that expert rank's combine data has landed
 //   done_counter[2] uint32          sender-side block counters; zero them ONCE at allocation
 // Protocol per step (one seq value, strictly different from the previous step's, e.g. 1, 2, 3 ...;
-// nothing is reset between steps):
+// nothing is reset between steps), as DeepEP / Megatron's flex dispatcher split it:
 //   src:  launch_flex_layout -> token_slot_in_rank, num_tokens_per_rank
 //   src:  launch_flex_dispatch_send     (never waits)
 //   dst:  launch_flex_dispatch_wait     (spins on recv_flag[*] == seq, with timeout)
-//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permute -> experts -> out
-//   rows dst:  launch_flex_combine_send      (weighted sum over local experts, written once to the
-//   source) src:  launch_flex_combine_wait, then launch_flex_combine_reduce -> out[num_tokens][H]
+//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permute -> experts -> rows
+//   dst:  launch_flex_unpermute         (compute side, all SMs: weighted sum over local experts,
+//                                        one row per received token into recv_x / combine_x[rank])
+//   dst:  launch_flex_combine_send      (a plain copy of those rows to each source; never waits)
+//   src:  launch_flex_combine_wait, then launch_flex_combine_reduce -> out[num_tokens][H]
 // Because sends never wait, issuing every virtual rank's send and then every wait on one stream
-// cannot deadlock. The caller must not start step n+1's send to a rank before that rank has
-// consumed step n's recv buffers (on one stream or with the combine in between this holds by
-// construction). Timeouts write a FlexError record; launchers throw std::runtime_error naming the
-// rank, the source and what was awaited when they see one (also call check_flex_error after
-// synchronizing).
+// cannot deadlock. The caller must not start step n+1's dispatch send to a rank before that rank's
+// step-n combine send has finished reading its recv buffers (the sender's step-n combine wait,
+// which comes first on its stream, guarantees it), nor run step n+1's unpermute on a rank before
+// that rank's step-n reduce (its step n+1 dispatch wait follows that reduce on its stream).
+// Timeouts write a FlexError record; launchers throw std::runtime_error naming the rank, the source
+// and what was awaited when they see one (also call check_flex_error after synchronizing).
 
 struct FlexBuffers {
   bf16* recv_x = nullptr;                ///< [num_ranks][max_tokens_per_rank][hidden]
@@ -290,17 +297,29 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
 void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
                                int64_t timeout_cycles, FlexError* error, cudaStream_t stream);
 
-/// Expert rank `rank` combines: for each received token (src, slot < recv_count[src]) it sums
-/// w_k * expert_out[permuted_row[src*T + slot][k]] over its local copies in fp32 (k order), rounds
-/// to bf16 and writes it ONCE to peers[src].combine_x[rank][slot]; then, after all blocks, sets
-/// peers[src].combine_flag[rank] = seq. expert_out[num_rows][hidden] are the expert outputs in the
-/// rows given by launch_alltoall_layout over recv_topk_idx (permuted_row[R*T][num_topk]); weights
-/// come from own.recv_topk_weights. Never waits. num_sms = grid size.
-void launch_flex_combine_send(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
-                              const int* permuted_row, int hidden, int num_topk,
-                              int max_tokens_per_rank, const FlexBuffers* peers,
-                              const FlexBuffers& own, uint64_t seq, int num_sms,
-                              cudaStream_t stream);
+/// Local half of the combine on expert rank `rank` (the compute side's unpermute; give it the
+/// whole GPU): for every received token (src, slot < own.recv_count[src]) it sums
+/// w_k * expert_out[permuted_row[src*T + slot][k]] over the token's local copies k (fp32 fused
+/// multiply-adds from 0 in k order, one bf16 rounding; tokens without a local copy get zeros) and
+/// writes the row to own.recv_x[src][slot], or, for src == rank, straight to
+/// own.combine_x[rank][slot] (so the combine send copies nothing to itself). w_k =
+/// recv_topk_weights[src*T + slot][k] (pass own.recv_topk_weights), or 1 when recv_topk_weights
+/// is null: the backward's plain sum of the gradient copies. expert_out[num_rows][hidden] are the
+/// expert outputs in the rows of launch_alltoall_layout over own.recv_topk_idx
+/// (permuted_row[R*T][num_topk]). Overwriting recv_x is safe: the permute before the experts has
+/// consumed it. Slots past recv_count are left alone. num_sms = grid size (0: as many as useful).
+void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int64_t num_rows,
+                           const int* permuted_row, const float* recv_topk_weights, int hidden,
+                           int num_topk, int max_tokens_per_rank, const FlexBuffers& own,
+                           int num_sms, cudaStream_t stream);
+
+/// Expert rank `rank` returns the rows launch_flex_unpermute left in own.recv_x: for every other
+/// source s, own.recv_x[s][0, recv_count[s]) is copied as is (16-byte vectors) to
+/// peers[s].combine_x[rank][same slots]; then, after all blocks, peers[s].combine_flag[rank] = seq
+/// for every s (itself included). Never waits. num_sms = grid size, 1..1024.
+void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
+                              const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
+                              int num_sms, cudaStream_t stream);
 
 /// Source `rank` waits until every expert rank's combine_flag == seq (timeout as dispatch_wait).
 void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,

@@ -109,9 +109,15 @@ void flex_dispatch_send(int rank, int num_ranks, const uint16_t* x, const int* t
 /// rank and source when a recv_flag differs from seq.
 void flex_dispatch_wait(int rank, int num_ranks, const FlexRankBuffers& own, uint64_t seq);
 
-/// See launch_flex_combine_send. permuted_row[num_ranks*max_tokens_per_rank][num_topk].
-void flex_combine_send(int rank, int num_ranks, const uint16_t* expert_out, int64_t num_rows,
-                       const int* permuted_row, int hidden, int num_topk, int max_tokens_per_rank,
+/// See launch_flex_unpermute: writes ranks[rank].recv_x[src][slot] (src != rank) and
+/// ranks[rank].combine_x[rank][slot]; recv_topk_weights null means weight 1.
+/// permuted_row[num_ranks*max_tokens_per_rank][num_topk].
+void flex_unpermute(int rank, int num_ranks, const uint16_t* expert_out, int64_t num_rows,
+                    const int* permuted_row, const float* recv_topk_weights, int hidden,
+                    int num_topk, int max_tokens_per_rank, std::vector<FlexRankBuffers>& ranks);
+
+/// See launch_flex_combine_send: copies ranks[rank].recv_x[s] rows to ranks[s].combine_x[rank].
+void flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
                        std::vector<FlexRankBuffers>& ranks, uint64_t seq);
 
 /// See launch_flex_combine_wait (no waiting; throws when a combine_flag differs from seq).

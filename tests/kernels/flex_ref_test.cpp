@@ -54,9 +54,12 @@ std::vector<std::vector<uint16_t>> flex_step(std::vector<SourceRank>& src, int n
         for (int h = 0; h < hidden; ++h)
           rows[r * hidden + h] = ref::float_to_bf16(ref::bf16_to_float(rows[r * hidden + h]) *
                                                     expert_scale(d * epr + e));
-    ref::flex_combine_send(d, num_ranks, rows.data(), max_rows, permuted_row.data(), hidden,
-                           num_topk, max_tokens, buffers, seq);
+    ref::flex_unpermute(d, num_ranks, rows.data(), max_rows, permuted_row.data(),
+                        own.recv_topk_weights.data(), hidden, num_topk, max_tokens, buffers);
   }
+  // Every unpermute before any send: a send copies only the sender's own recv_x.
+  for (int d = 0; d < num_ranks; ++d)
+    ref::flex_combine_send(d, num_ranks, hidden, max_tokens, buffers, seq);
   std::vector<std::vector<uint16_t>> out(num_ranks);
   for (int r = 0; r < num_ranks; ++r) {
     ref::flex_combine_wait(r, num_ranks, buffers[r], seq);
@@ -151,4 +154,79 @@ TEST_CASE("flex waits name the rank and what it waited for", "[kernels][ref]") {
     CHECK(what.find("rank 1 has no dispatch data from rank 1") != std::string::npos);
   }
   CHECK_THROWS_AS(ref::flex_combine_wait(0, num_ranks, buffers[0], 1), std::runtime_error);
+}
+
+TEST_CASE("flex unpermute is the plain unpermute of each rank's received tokens",
+          "[kernels][ref]") {
+  const int num_ranks = 4, num_tokens = 20, hidden = 8, num_topk = 4, num_experts = 16;
+  const int epr = num_experts / num_ranks, T = num_tokens;
+  std::vector<SourceRank> src;
+  make_sources(src, num_ranks, num_tokens, hidden, num_topk, num_experts, 99);
+  std::vector<ref::FlexRankBuffers> buffers;
+  for (int r = 0; r < num_ranks; ++r)
+    buffers.push_back(ref::make_flex_rank_buffers(num_ranks, T, hidden, num_topk));
+  for (int r = 0; r < num_ranks; ++r) {
+    ref::flex_layout(src[r].topk_idx.data(), T, num_topk, num_experts, num_ranks,
+                     src[r].slot.data(), src[r].per_rank.data());
+    ref::flex_dispatch_send(r, num_ranks, src[r].x.data(), src[r].topk_idx.data(),
+                            src[r].topk_weights.data(), src[r].slot.data(), src[r].per_rank.data(),
+                            T, hidden, num_topk, num_experts, T, buffers, 1);
+  }
+  const int d = 1, recv_tokens = num_ranks * T;
+  ref::FlexRankBuffers& own = buffers[d];
+  const int64_t max_rows = static_cast<int64_t>(recv_tokens) * num_topk;
+  std::vector<int> permuted_row(max_rows), row_src(max_rows), offsets(epr + 1), counts(epr);
+  ref::alltoall_layout(own.recv_topk_idx.data(), own.recv_count.data(), T, recv_tokens, num_topk,
+                       epr, 1, max_rows, permuted_row.data(), row_src.data(), offsets.data(),
+                       counts.data());
+  // Distinct expert outputs per row.
+  std::vector<uint16_t> rows(max_rows * hidden);
+  for (size_t i = 0; i < rows.size(); ++i)
+    rows[i] = ref::float_to_bf16(static_cast<float>(static_cast<int>(i % 13) - 6) / 8.f);
+  const std::vector<uint16_t> received = own.recv_x;
+  // What the fused combine computed: the plain unpermute over every receive slot.
+  std::vector<uint16_t> weighted(static_cast<size_t>(recv_tokens) * hidden);
+  std::vector<uint16_t> summed(weighted.size());
+  ref::unpermute(rows.data(), max_rows, hidden, permuted_row.data(), own.recv_topk_weights.data(),
+                 recv_tokens, num_topk, weighted.data());
+  ref::unpermute(rows.data(), max_rows, hidden, permuted_row.data(), nullptr, recv_tokens, num_topk,
+                 summed.data());
+  for (bool with_weights : {true, false}) {
+    INFO("weights " << with_weights);
+    own.recv_x = received;
+    ref::flex_unpermute(d, num_ranks, rows.data(), max_rows, permuted_row.data(),
+                        with_weights ? own.recv_topk_weights.data() : nullptr, hidden, num_topk, T,
+                        buffers);
+    const std::vector<uint16_t>& expected = with_weights ? weighted : summed;
+    int64_t wrong = 0, stale_wrong = 0;
+    for (int s = 0; s < num_ranks; ++s) {
+      for (int slot = 0; slot < T; ++slot) {
+        const int64_t row = static_cast<int64_t>(s) * T + slot;
+        const bool valid = slot < own.recv_count[s];
+        // Own tokens land in combine_x[d]; the receive rows of other sources are overwritten; the
+        // receive rows past the count (and the own-source rows) stay as they were.
+        const uint16_t* got = s == d ? &own.combine_x[(static_cast<int64_t>(d) * T + slot) * hidden]
+                                     : &own.recv_x[row * hidden];
+        for (int h = 0; h < hidden; ++h) {
+          if (valid) wrong += got[h] != expected[row * hidden + h];
+          if (!valid || s == d)
+            stale_wrong += own.recv_x[row * hidden + h] != received[row * hidden + h];
+        }
+      }
+    }
+    CHECK(wrong == 0);
+    CHECK(stale_wrong == 0);
+  }
+  // The send copies the other sources' rows as they are and leaves the own rows alone.
+  const std::vector<uint16_t> own_partials = own.combine_x;
+  ref::flex_combine_send(d, num_ranks, hidden, T, buffers, 7);
+  CHECK(own.combine_x == own_partials);
+  for (int s = 0; s < num_ranks; ++s) {
+    CHECK(buffers[s].combine_flag[d] == 7u);
+    if (s == d) continue;
+    const int64_t n = static_cast<int64_t>(own.recv_count[s]) * hidden;
+    CHECK(std::equal(own.recv_x.begin() + static_cast<int64_t>(s) * T * hidden,
+                     own.recv_x.begin() + static_cast<int64_t>(s) * T * hidden + n,
+                     buffers[s].combine_x.begin() + static_cast<int64_t>(d) * T * hidden));
+  }
 }

@@ -1,8 +1,9 @@
 #pragma once
 // Drives flex dispatch -> experts -> combine on the GPU for R ranks (virtual ranks on one device or
 // one rank per device) next to the reference pipeline on the host, and compares every stage
-// exactly: slots, counts, received rows and meta, and the combined output (same fma order and
-// rounding points as the references).
+// exactly: slots, counts, received rows and meta, the unpermuted rows, and the combined output
+// (same fma order and rounding points as the references); the round trip also against the
+// single-rank sum within two bf16 roundings.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -200,14 +201,48 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       d_expert_out[d] = DeviceBuffer<uint16_t>(rows);
     }
 
-    // Combine: every expert rank sends, then every source waits and reduces.
+    // Combine, local half: every expert rank reduces its local copies into one row per received
+    // token (odd steps weighted, as the forward; even steps a plain sum, as the backward), on
+    // num_sms blocks or as many as useful; the rows must equal the reference's exactly.
+    const bool weighted = seq % 2 == 1;
     for (int d = 0; d < num_ranks; ++d) {
       cuda_ok(cudaSetDevice(c.devices[d]), "cudaSetDevice");
-      launch_flex_combine_send(d, num_ranks, reinterpret_cast<const bf16*>(d_expert_out[d].get()),
-                               max_rows, d_permuted_row[d].get(), H, K, T, ranks[d].peers.get(),
-                               ranks[d].buffers, seq, num_sms, ranks[d].stream);
-      ref::flex_combine_send(d, num_ranks, expert_out[d].data(), max_rows, permuted_row[d].data(),
-                             H, K, T, host, seq);
+      launch_flex_unpermute(d, num_ranks, reinterpret_cast<const bf16*>(d_expert_out[d].get()),
+                            max_rows, d_permuted_row[d].get(),
+                            weighted ? ranks[d].buffers.recv_topk_weights : nullptr, H, K, T,
+                            ranks[d].buffers, seq % 3 == 0 ? 0 : num_sms, ranks[d].stream);
+      ref::flex_unpermute(d, num_ranks, expert_out[d].data(), max_rows, permuted_row[d].data(),
+                          weighted ? host[d].recv_topk_weights.data() : nullptr, H, K, T, host);
+    }
+    for (int d = 0; d < num_ranks; ++d) {
+      cuda_ok(cudaSetDevice(c.devices[d]), "cudaSetDevice");
+      cuda_ok(cudaStreamSynchronize(ranks[d].stream), "sync after unpermute");
+      const ref::FlexRankBuffers& h = host[d];
+      std::vector<uint16_t> recv_x(h.recv_x.size()), combine_x(h.combine_x.size());
+      cuda_ok(cudaMemcpy(recv_x.data(), ranks[d].buffers.recv_x, recv_x.size() * 2,
+                         cudaMemcpyDeviceToHost),
+              "recv_x");
+      cuda_ok(cudaMemcpy(combine_x.data(), ranks[d].buffers.combine_x, combine_x.size() * 2,
+                         cudaMemcpyDeviceToHost),
+              "combine_x");
+      int64_t bad_rows = 0;
+      for (int s = 0; s < num_ranks; ++s) {
+        const std::vector<uint16_t>& got = s == d ? combine_x : recv_x;
+        const std::vector<uint16_t>& want = s == d ? h.combine_x : h.recv_x;
+        // The own source's rows sit in combine_x[d], the others' in recv_x[s].
+        const size_t first = static_cast<size_t>(s) * T * H;
+        const size_t n = static_cast<size_t>(h.recv_count[s]) * H;
+        bad_rows += !std::equal(got.begin() + first, got.begin() + first + n, want.begin() + first);
+      }
+      CHECK(bad_rows == 0);
+    }
+    // Combine, transfer: every expert rank copies its rows to their sources, then every source
+    // waits and reduces.
+    for (int d = 0; d < num_ranks; ++d) {
+      cuda_ok(cudaSetDevice(c.devices[d]), "cudaSetDevice");
+      launch_flex_combine_send(d, num_ranks, H, T, ranks[d].peers.get(), ranks[d].buffers, seq,
+                               num_sms, ranks[d].stream);
+      ref::flex_combine_send(d, num_ranks, H, T, host, seq);
     }
     std::vector<DeviceBuffer<uint16_t>> d_out(num_ranks);
     for (int r = 0; r < num_ranks; ++r) {
@@ -225,14 +260,15 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       std::vector<uint16_t> out(static_cast<size_t>(T) * H);
       ref::flex_combine_reduce(num_ranks, host[r], src[r].slot.data(), T, H, T, out.data());
       CHECK(d_out[r].download() == out);
-      // And the whole round trip is the single-rank weighted sum, up to two bf16 roundings.
+      // And the whole round trip is the single-rank (weighted) sum, up to two bf16 roundings.
       int64_t off = 0;
       for (int t = 0; t < T; ++t) {
         for (int i = 0; i < H; ++i) {
           double expected = 0, scale = 0;
           for (int k = 0; k < K; ++k) {
             const int e = src[r].routing.topk_idx[t * K + k];
-            const double term = src[r].routing.topk_weights[t * K + k] * flex_expert_scale(e) *
+            const double w = weighted ? src[r].routing.topk_weights[t * K + k] : 1.0;
+            const double term = w * flex_expert_scale(e) *
                                 ref::bf16_to_float(src[r].x[static_cast<size_t>(t) * H + i]);
             expected += term;
             scale += std::fabs(term);

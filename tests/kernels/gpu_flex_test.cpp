@@ -1,5 +1,5 @@
-// Flex dispatch/combine over 2, 4 and 8 virtual ranks on one GPU against the reference pipeline,
-// and the timeout report.
+// Flex dispatch / unpermute / combine over 2, 4 and 8 virtual ranks on one GPU against the
+// reference pipeline, the timeout report and the launchers' argument checks.
 #include <string>
 #include <vector>
 
@@ -74,6 +74,24 @@ TEST_CASE("flex launchers name bad arguments", "[kernels][gpu]") {
   try {
     launch_flex_dispatch_send(0, 2, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 64, 8, 8, 0,
                               nullptr, own, 1, 4, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("own.recv_x") != std::string::npos);
+  }
+  try {
+    launch_flex_unpermute(0, 2, nullptr, 0, nullptr, nullptr, 64, 8, 4, own, 0, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("own.recv_x") != std::string::npos);
+  }
+  try {
+    launch_flex_unpermute(0, 2, nullptr, 0, nullptr, nullptr, 64, 33, 4, own, 0, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("num_topk") != std::string::npos);
+  }
+  try {
+    launch_flex_combine_send(0, 2, 64, 4, nullptr, own, 1, 0, nullptr);
     FAIL("no exception");
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).find("own.recv_x") != std::string::npos);
