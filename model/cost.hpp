@@ -100,8 +100,10 @@ double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool
 /// Mean rows per expert below which the executor issues a rank's expert GEMMs as one grouped
 /// cuBLAS launch (cublasGemmGroupedBatchedEx) instead of one GEMM per expert: a GEMM that small
 /// fills a fraction of the SMs on its own, and a few hundred of them in a row are bound by their
-/// issue. The cost model counts the launches the same way.
-constexpr double kGroupedLaunchMaxRowsPerExpert = 1024;
+/// issue. The cost model counts the launches the same way. Measured on the H200 (2 Qwen3-30B-A3B
+/// layers, alltoall, `epo run --expert-gemm`): at 256 rows per expert the grouped launch halves
+/// the MLP forward (1.08 vs 1.87-2.09 ms) and repeats to 0.1 %; at 1024 rows it is 1.5x slower.
+constexpr double kGroupedLaunchMaxRowsPerExpert = 512;
 /// Experts one grouped launch covers (the executor writes their pointers in batches of this many).
 constexpr int kGroupedLaunchBatch = 128;
 /// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.
