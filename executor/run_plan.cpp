@@ -2,7 +2,6 @@
 // process per node or per GPU group, see run_mpi.hpp), measurement phases, --check against the
 // single-rank reference, the measurement document.
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <exception>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "executor/run.hpp"
 #include "executor/run_mpi.hpp"
 #include "executor/runner.hpp"
+#include "executor/thread_barrier.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 
@@ -29,45 +29,6 @@ constexpr bool kBuiltWithMpi = true;
 #else
 constexpr bool kBuiltWithMpi = false;
 #endif
-
-/// Lines up the GPU threads. A thread that fails calls fail(), and every wait (now or later)
-/// throws instead of blocking on a peer that will never come. `across` (several processes) is
-/// run by the last thread to arrive, before the others go on: the meeting of the processes.
-class Barrier {
- public:
-  explicit Barrier(int n, std::function<void()> across = {}) : n_(n), across_(std::move(across)) {}
-  void wait() { wait(across_); }
-  void wait(const std::function<void()>& last) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (failed_) throw EPO_RUNTIME_ERROR("another rank failed (see its error)");
-    const int gen = gen_;
-    if (++count_ == n_) {
-      if (last) {  // the others wait for gen_ to change; no one else touches count_ meanwhile
-        lock.unlock();
-        last();
-        lock.lock();
-      }
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_ || failed_; });
-      if (failed_) throw EPO_RUNTIME_ERROR("another rank failed (see its error)");
-    }
-  }
-  void fail() {
-    std::lock_guard<std::mutex> lock(mu_);
-    failed_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
-  std::function<void()> across_;
-  bool failed_ = false;
-};
 
 struct Plan {
   model::Config cfg;

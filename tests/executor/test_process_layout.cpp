@@ -1,12 +1,16 @@
 // Multi-process epo run without MPI running: the launcher's environment, the rank and GPU of each
-// process, every refusal (with the setting it names) and the results each process sends to world
-// rank 0.
+// process, every refusal (with the setting it names), the results each process sends to world
+// rank 0 and the threads' barrier that meets the other processes.
+#include <atomic>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "catch.hpp"
 #include "executor/process_layout.hpp"
 #include "executor/rank_pack.hpp"
+#include "executor/thread_barrier.hpp"
 #include "model/error.hpp"
 
 using namespace epo;
@@ -202,4 +206,33 @@ TEST_CASE("a process's results reach world rank 0 whole") {
   RankResults small;
   small.memory_bytes.assign(1, 0);
   CHECK_THROWS_AS(unpack_results(bytes, small), Error);
+}
+
+TEST_CASE("the threads' barrier: the last to arrive meets the other processes, once per meeting") {
+  std::atomic<int> across{0}, flex{0};
+  Barrier b(3, [&] { ++across; });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&] {
+      b.wait();
+      b.wait([&] { ++flex; });  // the flex exchange replaces the plain meeting
+      b.wait();
+    });
+  for (auto& t : threads) t.join();
+  CHECK(across == 2);
+  CHECK(flex == 1);
+  // A failing thread frees the one waiting for it, with an error.
+  Barrier f(2);
+  std::atomic<bool> threw{false};
+  std::thread waiter([&] {
+    try {
+      f.wait();
+    } catch (const Error& e) {
+      threw = std::string(e.what()).find("another rank failed") != std::string::npos;
+    }
+  });
+  f.fail();
+  waiter.join();
+  CHECK(threw);
+  CHECK_THROWS_AS(f.wait(), Error);
 }
