@@ -204,7 +204,16 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(rs);
     }
-    mlp_f.push_back(b.mem("unpermute", P * h * 2 * 2));
+    if (o.dispatcher == Dispatcher::flex) {
+      // Flex: the weighted sum over local experts (Megatron's combine_preprocess, all SMs) reads
+      // the expert rows and writes one row per received token (distinct ranks per token, times
+      // the busiest rank's load on real GPUs); backward the same sum of the gradient copies.
+      const double recv_rows = s.moe_tokens * s.distinct_ranks *
+                               (b.cfg_.virtual_ranks > 0 ? 1.0 : s.load_factor);
+      mlp_f.push_back(b.mem("unpermute", (P + recv_rows) * h * 2));
+    } else {
+      mlp_f.push_back(b.mem("unpermute", P * h * 2 * 2));  // un-sort to the receive order
+    }
     for (const auto& c : mlp_f) {
       Component d = c;
       d.variant = "dgrad";
@@ -254,8 +263,14 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     const bool vr = b.cfg_.virtual_ranks > 0;
     std::vector<Component> di_f{b.exchange("dispatch.tokens", fwd_copies, s.dispatch_bytes, flex,
                                            flex ? 4 : 2)};
-    std::vector<Component> di_b{b.exchange("dispatch.bwd.grads", fwd_copies, 2.0, flex, flex ? 3 : 2)};
-    std::vector<Component> co_f{b.exchange("combine.tokens", fwd_copies, 2.0, flex, flex ? 3 : 1)};
+    // The flex combine direction moves one row per (token, expert rank), the mlp op having reduced
+    // over local experts; a rank's own rows stay in place. exchange() counts every copy between
+    // virtual ranks (their local transport copies the own share), so flex passes the others' share.
+    const double R = b.p_.ep;
+    const double back_copies = flex && vr ? copies * (R - 1) / R : fwd_copies;
+    std::vector<Component> di_b{
+        b.exchange("dispatch.bwd.grads", back_copies, 2.0, flex, flex ? 3 : 2)};
+    std::vector<Component> co_f{b.exchange("combine.tokens", back_copies, 2.0, flex, flex ? 3 : 1)};
     std::vector<Component> co_b{b.exchange("combine.bwd.grads", fwd_copies, 2.0, flex, flex ? 2 : 1)};
     // Between virtual ranks the probabilities travel with the tokens' layout, not on their own.
     if (!flex && !vr) {
@@ -264,9 +279,14 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     }
     if (flex && o.flex_backend == FlexBackend::hybridep)
       di_f.push_back(b.mem("hybridep.preprocess", s.moe_tokens * m.num_experts * 4 * 2));
-    // The flex combine reduces while it receives: only the residual add is left (one kernel).
-    co_f.push_back(b.mem("combine.unpermute+bda", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2,
-                         vr && flex ? 1 : 2));
+    // Alltoall unpermutes its top-k rows here; the flex combine sums one partial per expert rank
+    // (its reduce is one of the exchange's kernels) and the residual add is one kernel.
+    if (flex)
+      co_f.push_back(b.mem("combine.reduce+bda", (s.moe_tokens * copies + 3 * T / sp) * h * 2,
+                           vr ? 1 : 2));
+    else
+      co_f.push_back(b.mem("combine.unpermute+bda",
+                           (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
     co_b.push_back(b.mem("combine.bda.bwd", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
     if (full_recompute) append(di_b, renamed(di_f, "recompute"));
     const LinkClass link = b.p_.ep > 1 ? b.ep_link() : LinkClass::none;
