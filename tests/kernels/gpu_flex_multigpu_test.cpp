@@ -1,5 +1,5 @@
-// Flex dispatch/combine between two GPUs through peer pointers (NVLink where present), against the
-// reference pipeline. Skips when fewer than two GPUs or no peer access.
+// Flex dispatch, unpermute and combine between two GPUs through peer pointers (NVLink where
+// present), against the reference pipeline. Skips when fewer than two GPUs or no peer access.
 #include <vector>
 
 #include "catch.hpp"
