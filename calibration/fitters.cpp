@@ -20,6 +20,8 @@ double& profile_field(HardwareProfile& hw, const std::string& name) {
   if (name == "hbm_efficiency") return hw.hbm_efficiency;
   if (name == "kernel_launch_us") return hw.kernel_launch_us;
   if (name == "gemm_call_us") return hw.gemm_call_us;
+  if (name == "grouped_gemm_efficiency") return hw.grouped_gemm_efficiency;
+  if (name == "grouped_call_us") return hw.grouped_call_us;
   if (name == "host_sync_us") return hw.host_sync_us;
   if (name == "comm_gbps_per_sm") return hw.comm_gbps_per_sm;
   if (name == "nvlink_efficiency") return hw.nvlink_efficiency;
@@ -194,9 +196,13 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
                    "us", hw, {"gemm_efficiency", "gemm_half_dim", "gemm_call_us"});
   // Unset (0) means the kernel launch cost: start from, and keep on refusal, what it stands for.
   f.fields[2].base = f.fields[2].value = hw.gemm_call_cost_us();
+  // Grouped launches have their own rate and call cost (fit_grouped_launch).
+  std::vector<GemmSample> gemm;
+  for (const auto& g : s.gemm)
+    if (!g.grouped_launch) gemm.push_back(g);
   int grouped = 0, small = 0;
   double max_rate = 0;
-  for (const auto& g : s.gemm) {
+  for (const auto& g : gemm) {
     f.measured.push_back(g.time_us);
     f.labels.push_back(g.grouped ? fmt("grouped %gx[%g,%g,%g]", g.count, g.m, g.n, g.k)
                                  : fmt("gemm %gx%gx%g", g.m, g.n, g.k));
@@ -204,32 +210,26 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
     if (std::min({g.m, g.n, g.k}) < 4096) ++small;
     max_rate = std::max(max_rate, 2.0 * g.m * g.n * g.k * g.count / (g.time_us * 1e6));
   }
-  f.source = std::to_string(s.gemm.size() - grouped) + " gemm + " + std::to_string(grouped) +
+  f.source = std::to_string(gemm.size() - grouped) + " gemm + " + std::to_string(grouped) +
              " grouped_gemm samples";
-  if (refuse_if_too_few(f, static_cast<int>(s.gemm.size()), "gemm/grouped_gemm")) return f;
+  if (refuse_if_too_few(f, static_cast<int>(gemm.size()), "gemm/grouped_gemm")) return f;
   auto model_time = [&](double e, double h, double call, const GemmSample& g) {
     HardwareProfile x = hw;
     x.gemm_efficiency = e;
     x.gemm_half_dim = h;
     const double flops = 2.0 * g.m * g.n * g.k * g.count;
     const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
-    // A grouped launch's tiles fill the GPU like one GEMM of all the rows (model/layer_costs.cpp
-    // counts the same way): a pointer kernel and a GEMM per batch of experts.
-    const double m_eff = g.grouped_launch ? g.m * g.count : g.m;
-    const double calls = g.grouped_launch
-                             ? 2.0 * std::ceil(g.count / model::kGroupedLaunchBatch)
-                             : std::max(1.0, g.count);
-    const double work = std::max(flops / (model::gemm_tflops(x, m_eff, g.n, g.k, false) * 1e6),
+    const double work = std::max(flops / (model::gemm_tflops(x, g.m, g.n, g.k, false) * 1e6),
                                  model::memory_time_us(x, bytes));
-    return std::max(work + call, calls * call);
+    return std::max(work + call, std::max(1.0, g.count) * call);
   };
   NonlinearProblem pb;
   pb.lower = Eigen::Vector3d(1e-4, 0.0, 0.0);
   pb.upper = Eigen::Vector3d(10.0, 1e5, 1e3);
   pb.residuals = [&](const Eigen::VectorXd& p) {
-    Eigen::VectorXd r(s.gemm.size());
-    for (size_t i = 0; i < s.gemm.size(); ++i)
-      r(i) = model_time(p(0), p(1), p(2), s.gemm[i]) / s.gemm[i].time_us - 1.0;
+    Eigen::VectorXd r(gemm.size());
+    for (size_t i = 0; i < gemm.size(); ++i)
+      r(i) = model_time(p(0), p(1), p(2), gemm[i]) / gemm[i].time_us - 1.0;
     return r;
   };
   const double call0 = hw.gemm_call_cost_us();
@@ -256,8 +256,54 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
     refuse(f.fields[0], fmt("%.4g > 1: a GEMM rate above the datasheet peak of %.4g TFLOP/s",
                             f.fields[0].value, hw.bf16_tflops));
   evaluate(f, [&](const std::vector<double>& p, size_t i) {
-    return model_time(p[0], p[1], p[2] > 0 ? p[2] : call0, s.gemm[i]);
+    return model_time(p[0], p[1], p[2] > 0 ? p[2] : call0, gemm[i]);
   });
+  return f;
+}
+
+Fit fit_grouped_launch(const HardwareProfile& hw, const Samples& s) {
+  Fit f = make_fit("grouped_launch",
+                   "t = max(call + max(flops / (peak * eff(m*count,n,k) * grouped_gemm_efficiency), "
+                   "bytes / hbm), calls * call); calls = ceil(count / 128), "
+                   "call = grouped_call_us (model::Builder::grouped_gemm)",
+                   "us", hw, {"grouped_gemm_efficiency", "grouped_call_us"});
+  f.fields[1].base = f.fields[1].value = hw.grouped_call_cost_us();
+  std::vector<GemmSample> gs;
+  for (const auto& g : s.gemm)
+    if (g.grouped_launch) gs.push_back(g);
+  for (const auto& g : gs) {
+    f.measured.push_back(g.time_us);
+    f.labels.push_back(fmt("grouped launch %gx[%g,%g,%g]", g.count, g.m, g.n, g.k));
+  }
+  f.source = std::to_string(gs.size()) + " grouped_gemm samples of the grouped launch";
+  if (refuse_if_too_few(f, static_cast<int>(gs.size()), "grouped-launch grouped_gemm")) return f;
+  auto model_time = [&](double eff, double call, const GemmSample& g) {
+    HardwareProfile x = hw;
+    x.grouped_gemm_efficiency = eff;
+    const double flops = 2.0 * g.m * g.n * g.k * g.count;
+    const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
+    const double rate = model::gemm_tflops(x, g.m * g.count, g.n, g.k, false) * eff;
+    const double work = std::max(flops / (rate * 1e6), model::memory_time_us(x, bytes));
+    const double calls = std::ceil(g.count / model::kGroupedLaunchBatch);
+    return std::max(work + call, calls * call);
+  };
+  NonlinearProblem pb;
+  pb.lower = Eigen::Vector2d(1e-3, 0.0);
+  pb.upper = Eigen::Vector2d(10.0, 1e4);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    Eigen::VectorXd r(gs.size());
+    for (size_t i = 0; i < gs.size(); ++i) r(i) = model_time(p(0), p(1), gs[i]) / gs[i].time_us - 1.0;
+    return r;
+  };
+  const auto res = levenberg_marquardt(
+      pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
+  f.fields[0].value = res.params(0);
+  f.fields[1].value = res.params(1);
+  if (res.params(0) > 1.0)
+    refuse(f.fields[0], fmt("%.4g > 1: a grouped launch faster than one GEMM of all its rows",
+                            res.params(0)));
+  refit_accepted(f, pb);
+  evaluate(f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], gs[i]); });
   return f;
 }
 

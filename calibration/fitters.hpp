@@ -47,6 +47,8 @@ Fit fit_host_sync(const model::HardwareProfile& hw, const Samples& s);
 Fit fit_copy(const model::HardwareProfile& hw, const Samples& s);
 /// gemm_efficiency and gemm_half_dim from gemm and grouped_gemm samples (model::gemm_tflops).
 Fit fit_gemm(const model::HardwareProfile& hw, const Samples& s);
+/// grouped_gemm_efficiency and grouped_call_us from the grouped-launch grouped_gemm samples.
+Fit fit_grouped_launch(const model::HardwareProfile& hw, const Samples& s);
 /// nccl_latency_us and nccl_efficiency from NCCL transport samples (alpha-beta, linear).
 Fit fit_nccl(const model::HardwareProfile& hw, const Samples& s);
 /// comm_gbps_per_sm and nvlink_efficiency from flex transport samples over NVLink.

@@ -232,6 +232,7 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   run_fit(fit_host_sync(hw, samples));
   run_fit(fit_copy(hw, samples));
   run_fit(fit_gemm(hw, samples));
+  run_fit(fit_grouped_launch(hw, samples));
   run_fit(fit_nccl(hw, samples));
   run_fit(fit_flex(hw, samples));
   run_fit(fit_contention(hw, samples, ContentionLink::local));

@@ -11,7 +11,6 @@
 #include "executor/gpu_check.hpp"
 #include "executor/gpu_resources.hpp"
 #include "executor/microbench_detail.hpp"
-#include "executor/op_plan.hpp"
 #include "kernels/launchers.hpp"
 
 namespace epo::exec {
@@ -69,7 +68,7 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
       o.message_bytes, {1LL << 16, 1LL << 18, 1LL << 20, 1LL << 22, 1LL << 24, 1LL << 26, 1LL << 28});
   const auto sms = or_default(o.sms, {2, 4, 8, 16, 32, 64, all_sms});
   const auto eps = or_default(o.ep_sizes, {2, 4, 8});
-  const int total = static_cast<int>(gemms.size() + tpe.size() + bytes.size() * sms.size() +
+  const int total = static_cast<int>(gemms.size() + 2 * tpe.size() + bytes.size() * sms.size() +
                                      eps.size() * bytes.size() * sms.size() + sms.size() + 2);
   int done = 0;
   auto tick = [&](const std::string& what) {
@@ -109,24 +108,22 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
       std::vector<int> rows(E, t);
       std::vector<std::int64_t> off(E);
       for (std::int64_t e = 0; e < E; ++e) off[e] = e * t;
-      // The path epo run takes for these rows (--expert-gemm auto).
-      Splits sp;
-      sp.loc_rows = rows;
-      const bool grouped =
-          resolve_expert_gemm(ExpertGemm::automatic, sp) == ExpertGemm::grouped;
-      const double us = time_us([&] {
-        kernels::grouped_gemm_fwd(blas.get(), static_cast<bf16*>(x.get()),
-                                  static_cast<bf16*>(wt.get()), static_cast<bf16*>(out.get()),
-                                  rows.data(), off.data(), static_cast<int>(E),
-                                  static_cast<int>(2 * F), static_cast<int>(H),
-                                  grouped ? kernels::GroupedGemmAlgo::kGroupedBatched
-                                          : kernels::GroupedGemmAlgo::kPerExpertLoop,
-                                  ws.get(), s1.get());
-      }, s1.get(), w, n);
-      samples.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
-                         {"num_experts", E}, {"hidden", H}, {"ffn", F},
-                         {"launch", grouped ? "grouped" : "per_expert"}, {"time_us", us}});
-      tick("grouped_gemm");
+      // Both paths epo run can take (--expert-gemm per-expert / grouped), each fitted on its own.
+      for (const bool grouped : {false, true}) {
+        const double us = time_us([&] {
+          kernels::grouped_gemm_fwd(blas.get(), static_cast<bf16*>(x.get()),
+                                    static_cast<bf16*>(wt.get()), static_cast<bf16*>(out.get()),
+                                    rows.data(), off.data(), static_cast<int>(E),
+                                    static_cast<int>(2 * F), static_cast<int>(H),
+                                    grouped ? kernels::GroupedGemmAlgo::kGroupedBatched
+                                            : kernels::GroupedGemmAlgo::kPerExpertLoop,
+                                    ws.get(), s1.get());
+        }, s1.get(), w, n);
+        samples.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
+                           {"num_experts", E}, {"hidden", H}, {"ffn", F},
+                           {"launch", grouped ? "grouped" : "per_expert"}, {"time_us", us}});
+        tick("grouped_gemm");
+      }
     }
   }
   // SM-limited copies, and the local transport between virtual ranks.

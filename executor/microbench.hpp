@@ -12,7 +12,7 @@
 //  "samples":[
 //   {"bench":"gemm","m":..,"n":..,"k":..,"time_us":..},               // bf16 row-major m x n x k
 //   {"bench":"grouped_gemm","tokens_per_expert":..,"num_experts":..,"hidden":..,"ffn":..,
-//    "time_us":..},                                                    // fc1 (hidden -> 2*ffn) fwd
+//    "launch":"per_expert|grouped","time_us":..},  // fc1 (hidden -> 2*ffn) fwd, both cuBLAS paths
 //   {"bench":"copy","bytes":..,"sms":..,"time_us":..},                 // SM-limited HBM copy;
 //                                                                      // bytes = payload copied
 //   {"bench":"transport","kind":"local|nccl|flex","ep":..,"bytes_per_rank":..,"sms":..,
@@ -47,7 +47,7 @@ struct BenchOptions {
   std::vector<std::vector<int>> gemm_shapes;
   /// Grouped GEMM: tokens per expert (default 16..4096, x2), experts, hidden and expert ffn.
   std::vector<int> tokens_per_expert;
-  int num_experts = 8;
+  int num_experts = 32;
   int hidden = 2048;
   int ffn = 768;
   /// Copy / transport message sizes in bytes (default 64 KiB..256 MiB, x4).

@@ -41,6 +41,24 @@ class Builder {
     return c;
   }
 
+  /// `count` expert GEMMs of m x n x k issued as `launches` grouped library calls (a pointer
+  /// kernel and a grouped GEMM each): the tiles fill the GPU like one GEMM of all m * count rows,
+  /// at grouped_gemm_efficiency of its rate; each call costs grouped_call_us.
+  Component grouped_gemm(const char* name, double m, double n, double k, double count,
+                         double launches) const {
+    Component c;
+    c.name = name;
+    c.num_kernels = static_cast<int>(std::lround(std::max(1.0, launches)));
+    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return c;
+    c.flops = 2.0 * m * n * k * count;
+    c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
+    const double tflops =
+        gemm_tflops(hw_, m * count, n, k, s_.fp8) * hw_.grouped_gemm_efficiency;
+    c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
+                          std::max(1.0, launches), hw_.grouped_call_cost_us());
+    return c;
+  }
+
   /// A memory-bound kernel moving `bytes` (read + written).
   Component mem(const char* name, double bytes, int kernels = 1) const {
     Component c;

@@ -32,6 +32,15 @@ struct HardwareProfile {
   double gemm_call_us = 0.0;
   /// Per-call GEMM cost in us (gemm_call_us, or kernel_launch_us where it is not set).
   double gemm_call_cost_us() const { return gemm_call_us > 0 ? gemm_call_us : kernel_launch_us; }
+  /// Rate of one grouped expert-GEMM launch relative to one GEMM of all its rows (the tiles of
+  /// many small problems run below a large GEMM's).
+  double grouped_gemm_efficiency = 1.0;
+  /// Cost of one grouped GEMM launch (cuBLAS prepares every problem on the host); 0 = the GEMM
+  /// call cost.
+  double grouped_call_us = 0.0;
+  double grouped_call_cost_us() const {
+    return grouped_call_us > 0 ? grouped_call_us : gemm_call_cost_us();
+  }
   double host_sync_us = 15.0;      ///< device-to-host synchronisation round trip
   double comm_gbps_per_sm = 45.0;  ///< payload a copy/communication kernel moves per SM it holds
   double nvlink_efficiency = 0.8;  ///< achievable fraction of NVLink per direction

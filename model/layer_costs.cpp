@@ -191,10 +191,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
         (o.expert_gemm == ExpertGemm::automatic && me < kGroupedLaunchMaxRowsPerExpert);
     auto expert_gemm = [&](const char* name, double n, double k) {
       if (!grouped) return b.gemm(name, me, n, k, E_l, true, calls);
-      Component c = b.gemm(name, me * E_l, n, k, 1, true,
-                           2.0 * std::ceil(calls / kGroupedLaunchBatch));
-      c.hbm_bytes += (E_l - 1) * k * n * 2.0;  // every expert's weights
-      return c;
+      return b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch));
     };
     mlp_f.push_back(expert_gemm("expert.fc1", glu * F, h));
     mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));

@@ -145,6 +145,9 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   frac("hbm_efficiency", h.hbm_efficiency);
   h.kernel_launch_us = r.get_double("kernel_launch_us", h.kernel_launch_us, 0, 1e3);
   h.gemm_call_us = r.get_double("gemm_call_us", h.gemm_call_us, 0, 1e3);
+  h.grouped_gemm_efficiency =
+      r.get_double("grouped_gemm_efficiency", h.grouped_gemm_efficiency, 1e-3, 1.0);
+  h.grouped_call_us = r.get_double("grouped_call_us", h.grouped_call_us, 0, 1e4);
   h.host_sync_us = r.get_double("host_sync_us", h.host_sync_us, 0, 1e4);
   h.comm_gbps_per_sm = r.get_double("comm_gbps_per_sm", h.comm_gbps_per_sm, 0.1, 1e4);
   frac("nvlink_efficiency", h.nvlink_efficiency);
@@ -188,6 +191,8 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("hbm_efficiency", h.hbm_efficiency);
   put("kernel_launch_us", h.kernel_launch_us);
   put("gemm_call_us", h.gemm_call_us);
+  put("grouped_gemm_efficiency", h.grouped_gemm_efficiency);
+  put("grouped_call_us", h.grouped_call_us);
   put("host_sync_us", h.host_sync_us);
   put("comm_gbps_per_sm", h.comm_gbps_per_sm);
   put("nvlink_efficiency", h.nvlink_efficiency);

@@ -70,7 +70,7 @@ TEST_CASE("measurement document: keys, gain from the baseline, op means") {
   for (const char* k : {"context", "config", "run", "ops", "summary"}) CHECK(j.contains(k));
   for (const char* k : {"virtual_ranks", "gpus", "layers", "iters", "warmup", "routing"})
     CHECK(j["run"].contains(k));
-  CHECK(j["run"].size() == 6);
+  CHECK(j["run"].size() == 7);
   const auto& s = j["summary"];
   CHECK(s["step_time_us"].get<double>() == Approx(14.0));
   CHECK(s["baseline_step_time_us"].get<double>() == Approx(16.0));
