@@ -28,7 +28,9 @@ void check_mpi(int status, const char* call) {
   throw EPO_RUNTIME_ERROR(call, " failed: ", std::string(text, static_cast<std::size_t>(len)));
 }
 
-MPI_Comm comm_of(void* c) { return *static_cast<MPI_Comm*>(c); }
+MPI_Comm comm_of(void* c) {
+  return *static_cast<MPI_Comm*>(c);
+}
 
 std::vector<std::string> allgather_on(MPI_Comm comm, const std::string& mine, const char* what) {
   int n = 0;
@@ -45,8 +47,8 @@ std::vector<std::string> allgather_on(MPI_Comm comm, const std::string& mine, co
     if (total > INT_MAX) throw EPO_RUNTIME_ERROR(what, ": more than 2 GiB to gather");
   }
   std::string all(static_cast<std::size_t>(total), '\0');
-  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_BYTE, all.data(), counts.data(),
-                           displs.data(), MPI_BYTE, comm),
+  check_mpi(MPI_Allgatherv(mine.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(),
+                           MPI_BYTE, comm),
             "MPI_Allgatherv");
   std::vector<std::string> out;
   for (int i = 0; i < n; ++i) out.push_back(all.substr(displs[i], counts[i]));
@@ -104,7 +106,9 @@ MpiWorld::~MpiWorld() {
   delete node;
 }
 
-void MpiWorld::barrier() const { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiWorld::barrier() const {
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
 
 void MpiWorld::broadcast(void* data, std::size_t bytes, int root) const {
   auto* p = static_cast<char*>(data);
@@ -129,9 +133,10 @@ std::vector<std::string> MpiWorld::gather_to_root(const std::string& mine) const
     const std::uint64_t n = mine.size();
     check_mpi(MPI_Send(&n, 1, MPI_UINT64_T, 0, kGatherTag, MPI_COMM_WORLD), "MPI_Send");
     for (std::size_t at = 0; at < mine.size(); at += kMaxPieceBytes)
-      check_mpi(MPI_Send(mine.data() + at, static_cast<int>(std::min(kMaxPieceBytes, mine.size() - at)),
-                         MPI_BYTE, 0, kGatherTag, MPI_COMM_WORLD),
-                "MPI_Send");
+      check_mpi(
+          MPI_Send(mine.data() + at, static_cast<int>(std::min(kMaxPieceBytes, mine.size() - at)),
+                   MPI_BYTE, 0, kGatherTag, MPI_COMM_WORLD),
+          "MPI_Send");
     return out;
   }
   out.resize(static_cast<std::size_t>(size()));

@@ -68,7 +68,9 @@ bool use_mpi(const LaunchEnv& env, bool mpi_flag, bool gpus_per_process_given,
   return true;
 }
 
-bool reports_run(const LaunchEnv& env) { return env.world_rank == 0; }
+bool reports_run(const LaunchEnv& env) {
+  return env.world_rank == 0;
+}
 
 void check_process_plan(const ProcessPlace& place, int gpus_per_process, int ep, bool flex,
                         bool virtual_ranks) {
@@ -92,11 +94,12 @@ void check_process_plan(const ProcessPlace& place, int gpus_per_process, int ep,
                           " run them; ", fix);
   }
   if (flex && place.num_nodes > 1)
-    throw EPO_INPUT_ERROR("dispatcher flex moves tokens through peer pointers, which reach only "
-                          "the GPUs of one node (its NVLink domain), but the ",
-                          place.world_size, " processes span ", place.num_nodes,
-                          " nodes; run flex on one node, or use --dispatcher alltoall (NCCL) "
-                          "across nodes");
+    throw EPO_INPUT_ERROR(
+        "dispatcher flex moves tokens through peer pointers, which reach only "
+        "the GPUs of one node (its NVLink domain), but the ",
+        place.world_size, " processes span ", place.num_nodes,
+        " nodes; run flex on one node, or use --dispatcher alltoall (NCCL) "
+        "across nodes");
 }
 
 int first_ep_rank(const ProcessPlace& place, int gpus_per_process) {
@@ -108,8 +111,10 @@ std::vector<int> process_devices(const ProcessPlace& place, int gpus_per_process
   std::vector<int> devices;
   const int needed = place.local_size * gpus_per_process;
   int first = -1;
-  if (visible_gpus >= needed) first = place.local_rank * gpus_per_process;
-  else if (visible_gpus == gpus_per_process) first = 0;  // the launcher gave each its own
+  if (visible_gpus >= needed)
+    first = place.local_rank * gpus_per_process;
+  else if (visible_gpus == gpus_per_process)
+    first = 0;  // the launcher gave each its own
   if (first < 0)
     throw EPO_INPUT_ERROR("process ", place.world_rank, " sees ", visible_gpus,
                           " GPU(s) but its node runs ", place.local_size, " processes x ",
@@ -120,8 +125,7 @@ std::vector<int> process_devices(const ProcessPlace& place, int gpus_per_process
   return devices;
 }
 
-std::vector<std::string> shared_gpus(
-    const std::vector<std::pair<int, std::string>>& rank_bus_ids) {
+std::vector<std::string> shared_gpus(const std::vector<std::pair<int, std::string>>& rank_bus_ids) {
   std::map<std::string, int> owner;
   std::vector<std::string> out;
   for (const auto& [rank, bus] : rank_bus_ids) {

@@ -31,8 +31,7 @@ LaunchEnv launch_env();
 /// more than one process. Throws an input error when it should but EPO was built without MPI
 /// (each process would run the whole plan on the same GPUs), or when --gpus-per-process is given
 /// to a single-process run.
-bool use_mpi(const LaunchEnv& env, bool mpi_flag, bool gpus_per_process_given,
-             bool built_with_mpi);
+bool use_mpi(const LaunchEnv& env, bool mpi_flag, bool gpus_per_process_given, bool built_with_mpi);
 
 /// Whether this process prints the run's report: all but world rank 0 of an MPI job stay quiet
 /// (errors aside).
@@ -58,8 +57,7 @@ int first_ep_rank(const ProcessPlace& place, int gpus_per_process);
 /// process sees all of its node's GPUs; 0..gpus_per_process-1 when the launcher made exactly that
 /// many visible to each process (CUDA_VISIBLE_DEVICES per process). Throws an input error when
 /// the node has too few GPUs for its processes.
-std::vector<int> process_devices(const ProcessPlace& place, int gpus_per_process,
-                                 int visible_gpus);
+std::vector<int> process_devices(const ProcessPlace& place, int gpus_per_process, int visible_gpus);
 
 /// One line per GPU that two EP ranks of a node would share (NCCL refuses that): each pair is
 /// (EP rank, PCI bus id of its GPU), all ranks of one node. Empty when every GPU is distinct.

@@ -72,8 +72,8 @@ class Reader {
  private:
   void need(std::uint64_t n) const {
     if (n > in_.size() - at_)
-      throw EPO_RUNTIME_ERROR("a process's results are cut short (", in_.size(),
-                              " bytes; reading ", n, " at ", at_, ")");
+      throw EPO_RUNTIME_ERROR("a process's results are cut short (", in_.size(), " bytes; reading ",
+                              n, " at ", at_, ")");
   }
   const std::string& in_;
   std::size_t at_ = 0;

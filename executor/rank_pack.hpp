@@ -15,9 +15,9 @@ namespace epo::exec {
 /// One process's share of the results; every vector indexed by EP rank covers only the ranks of
 /// `ranks` (the others stay empty / zero).
 struct RankResults {
-  std::vector<int> ranks;                 ///< EP ranks this process drove
-  std::vector<OpRecord> records;          ///< their op records
-  std::vector<std::int64_t> memory_bytes; ///< per EP rank (size = all ranks)
+  std::vector<int> ranks;                   ///< EP ranks this process drove
+  std::vector<OpRecord> records;            ///< their op records
+  std::vector<std::int64_t> memory_bytes;   ///< per EP rank (size = all ranks)
   std::vector<Capture> cap_cfg, cap_other;  ///< per EP rank (size = all ranks; --check only)
 };
 

@@ -41,8 +41,10 @@ void together(const MpiWorld& w, const std::function<void()>& step) {
     const std::string text = all[p].substr(1);
     auto it = failures.begin();
     while (it != failures.end() && it->first != text) ++it;
-    if (it == failures.end()) failures.push_back({text, {p}});
-    else it->second.push_back(p);
+    if (it == failures.end())
+      failures.push_back({text, {p}});
+    else
+      it->second.push_back(p);
   }
   if (code == 0) return;
   if (w.rank() != 0) throw ReportedElsewhere(code);
@@ -54,7 +56,8 @@ void together(const MpiWorld& w, const std::function<void()>& step) {
       continue;
     }
     text += procs.size() == 1 ? "process " : "processes ";
-    for (std::size_t i = 0; i < procs.size(); ++i) text += (i ? "," : "") + std::to_string(procs[i]);
+    for (std::size_t i = 0; i < procs.size(); ++i)
+      text += (i ? "," : "") + std::to_string(procs[i]);
     text += ": " + message;
   }
   throw ::epo::Error(static_cast<ErrorKind>(code), text, __FILE__, __LINE__);
@@ -71,8 +74,9 @@ AddressRangeFn address_range_fn() {
     EPO_CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000,
                                                     cudaEnableDefault, &found));
     if (found != cudaDriverEntryPointSuccess || !p)
-      throw EPO_RUNTIME_ERROR("the CUDA driver has no cuMemGetAddressRange (needed to share flex "
-                              "buffers between processes)");
+      throw EPO_RUNTIME_ERROR(
+          "the CUDA driver has no cuMemGetAddressRange (needed to share flex "
+          "buffers between processes)");
     return reinterpret_cast<AddressRangeFn>(p);
   }();
   return fn;
@@ -93,13 +97,14 @@ struct FlexExport {
 
 void offsets_of(const kernels::FlexBuffers& b, CUdeviceptr base, std::size_t size,
                 std::uint64_t* out) {
-  const void* fields[kFlexFields] = {b.recv_x,    b.recv_topk_idx, b.recv_topk_weights,
-                                     b.recv_count, b.recv_flag,     b.combine_x,
+  const void* fields[kFlexFields] = {b.recv_x,       b.recv_topk_idx, b.recv_topk_weights,
+                                     b.recv_count,   b.recv_flag,     b.combine_x,
                                      b.combine_flag, b.done_counter};
   for (int i = 0; i < kFlexFields; ++i) {
     const auto at = reinterpret_cast<CUdeviceptr>(fields[i]);
     if (!fields[i] || at < base || at >= base + size)
-      throw EPO_RUNTIME_ERROR(where_now(), ": the flex buffers are not carved from one device "
+      throw EPO_RUNTIME_ERROR(where_now(),
+                              ": the flex buffers are not carved from one device "
                               "allocation, so another process cannot map them with one IPC handle");
     out[i] = at - base;
   }
@@ -281,7 +286,7 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   struct Local {  // one per thread
     FlexExport exported;
-    std::vector<void*> opened;                      // IPC mappings on the thread's device
+    std::vector<void*> opened;                       // IPC mappings on the thread's device
     std::vector<std::unique_ptr<FlexState>> states;  // the peers' buffers as seen from it
   };
   const MpiWorld& w_;

@@ -20,10 +20,10 @@ namespace epo::exec {
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
-  virtual bool root() const = 0;                   ///< world rank 0: reports the run
-  virtual int first_rank() const = 0;              ///< EP rank of the process's first thread
+  virtual bool root() const = 0;                        ///< world rank 0: reports the run
+  virtual int first_rank() const = 0;                   ///< EP rank of the process's first thread
   virtual const std::vector<int>& devices() const = 0;  ///< CUDA device of each thread
-  virtual std::string describe() const = 0;        ///< "2 MPI processes on 1 node, 1 GPU each"
+  virtual std::string describe() const = 0;             ///< "2 MPI processes on 1 node, 1 GPU each"
 
   /// World rank 0's ncclUniqueId on every process (collective; before the threads start).
   virtual ncclUniqueId unique_id() = 0;

@@ -17,7 +17,8 @@ int fail(const MpiWorld& w, const std::string& what) {
 
 int collectives(const MpiWorld& w) {
   const int me = w.rank();
-  const auto all = w.allgather(std::string(static_cast<std::size_t>(me + 1), static_cast<char>('a' + me)));
+  const auto all =
+      w.allgather(std::string(static_cast<std::size_t>(me + 1), static_cast<char>('a' + me)));
   if (static_cast<int>(all.size()) != w.size()) return fail(w, "allgather size");
   for (int p = 0; p < w.size(); ++p)
     if (all[p] != std::string(static_cast<std::size_t>(p + 1), static_cast<char>('a' + p)))
@@ -28,10 +29,12 @@ int collectives(const MpiWorld& w) {
   int value = me == 0 ? 42 : -1;
   w.broadcast(&value, sizeof value, 0);
   if (value != 42) return fail(w, "broadcast");
-  const auto got = w.gather_to_root(std::string(static_cast<std::size_t>(1000 * (me + 1)), static_cast<char>('0' + me)));
+  const auto got = w.gather_to_root(
+      std::string(static_cast<std::size_t>(1000 * (me + 1)), static_cast<char>('0' + me)));
   if (me == 0)
     for (int p = 0; p < w.size(); ++p)
-      if (got[p] != std::string(static_cast<std::size_t>(1000 * (p + 1)), static_cast<char>('0' + p)))
+      if (got[p] !=
+          std::string(static_cast<std::size_t>(1000 * (p + 1)), static_cast<char>('0' + p)))
         return fail(w, "gather entry " + std::to_string(p));
   if (me != 0 && !got.empty()) return fail(w, "gather result off the root");
   w.barrier();

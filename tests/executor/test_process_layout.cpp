@@ -91,21 +91,26 @@ TEST_CASE("MPI mode: detected from the launcher or --mpi, refused when not built
 TEST_CASE("the job must run exactly the plan's EP ranks, flex only on one node") {
   // 2 processes x 1 GPU = 2 ranks.
   CHECK(input_error([] { check_process_plan(place(0, 2, 0, 2, 1), 1, 2, true, false); }).empty());
-  const std::string fewer = input_error([] { check_process_plan(place(0, 2, 0, 2, 1), 1, 8, false, false); });
+  const std::string fewer =
+      input_error([] { check_process_plan(place(0, 2, 0, 2, 1), 1, 8, false, false); });
   CHECK(fewer.find("EP = 8") != std::string::npos);
   CHECK(fewer.find("2 processes x 1 GPU(s) per process = 2") != std::string::npos);
   CHECK(fewer.find("--gpus-per-process 4") != std::string::npos);
   CHECK(fewer.find("mpirun -np 8") != std::string::npos);
   // EP 6 over 4 processes of 4 GPUs: neither fix divides; say what must.
-  const std::string odd = input_error([] { check_process_plan(place(0, 4, 0, 4, 1), 4, 6, false, false); });
+  const std::string odd =
+      input_error([] { check_process_plan(place(0, 4, 0, 4, 1), 4, 6, false, false); });
   CHECK(odd.find("divides EP") != std::string::npos);
-  CHECK(input_error([] { check_process_plan(place(0, 2, 0, 2, 1), 0, 2, false, false); })
-            .find("--gpus-per-process = 0") != std::string::npos);
-  CHECK(input_error([] { check_process_plan(place(0, 2, 0, 2, 1), 1, 2, false, true); })
-            .find("--virtual-ranks") != std::string::npos);
+  CHECK(input_error([] {
+          check_process_plan(place(0, 2, 0, 2, 1), 0, 2, false, false);
+        }).find("--gpus-per-process = 0") != std::string::npos);
+  CHECK(input_error([] {
+          check_process_plan(place(0, 2, 0, 2, 1), 1, 2, false, true);
+        }).find("--virtual-ranks") != std::string::npos);
   // Two nodes: alltoall (NCCL) is fine, flex is refused with the reason.
   CHECK(input_error([] { check_process_plan(place(1, 4, 1, 2, 2), 2, 8, false, false); }).empty());
-  const std::string flex = input_error([] { check_process_plan(place(1, 4, 1, 2, 2), 2, 8, true, false); });
+  const std::string flex =
+      input_error([] { check_process_plan(place(1, 4, 1, 2, 2), 2, 8, true, false); });
   CHECK(flex.find("span 2 nodes") != std::string::npos);
   CHECK(flex.find("NVLink") != std::string::npos);
   CHECK(flex.find("--dispatcher alltoall") != std::string::npos);

@@ -67,10 +67,13 @@ TEST_CASE("two processes: alltoall and flex, --check passes, rank 0 writes every
     const auto json_path =
         std::filesystem::temp_directory_path() / (std::string("epo_mpi_") + d + ".json");
     std::filesystem::remove(json_path);
-    const Shell r = mpirun_epo(2, std::string("run --model tiny --hardware h200-sxm --gpus 2 --ep 2 "
-                                              "--dispatcher ") +
-                                      d + " --overlap --seq 256 --gbs 8 --iters 2 --warmup 1 "
-                                          "--check --json " + json_path.string());
+    const Shell r =
+        mpirun_epo(2, std::string("run --model tiny --hardware h200-sxm --gpus 2 --ep 2 "
+                                  "--dispatcher ") +
+                          d +
+                          " --overlap --seq 256 --gbs 8 --iters 2 --warmup 1 "
+                          "--check --json " +
+                          json_path.string());
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK(count_of(r.output, "# epo run:") == 1);  // world rank 0 alone reports
