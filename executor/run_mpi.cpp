@@ -192,6 +192,7 @@ class MpiProcessGroup final : public ProcessGroup {
   void barrier() override { w_.barrier(); }
 
   void export_flex(int local, RankState& rs) override {
+    ScopedOp scope(rs.rank(), "flex: exporting the buffers by CUDA IPC");
     const FlexState& f = rs.flex();
     CUdeviceptr base = 0;
     std::size_t size = 0;
@@ -228,6 +229,9 @@ class MpiProcessGroup final : public ProcessGroup {
       if (e.rank < 0 || e.rank >= static_cast<int>(all.size()))
         throw EPO_RUNTIME_ERROR(where_now(), ": flex export of unknown EP rank ", e.rank);
       if (all[e.rank] != nullptr) continue;  // a thread of this process: peer access
+      ScopedOp scope(op_context().rank, "flex: mapping EP rank " + std::to_string(e.rank) +
+                                            "'s buffers (GPU " + std::to_string(e.device) +
+                                            " of another process) by CUDA IPC");
       void* base = nullptr;
       EPO_CHECK_CUDA(cudaIpcOpenMemHandle(&base, e.handle, cudaIpcMemLazyEnablePeerAccess));
       l.opened.push_back(base);
