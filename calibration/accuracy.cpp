@@ -1,6 +1,7 @@
 #include "calibration/accuracy.hpp"
 
 #include <algorithm>
+#include <iomanip>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -116,6 +117,8 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
     RunAccuracy ra;
     ra.file = m.file;
     ra.label = run_label(m);
+    ra.repeats = m.repeats;
+    ra.step_spread = m.step_spread;
     ra.base_name = base_hw.name;
     auto add = [&](const std::string& name, MetricKind kind, double meas, double pb, double pa) {
       MetricRow row{name, kind, meas, pb, pa, 0, 0};
@@ -190,7 +193,11 @@ std::string accuracy_report_text(const AccuracyReport& r) {
   std::ostringstream os;
   char buf[320];
   for (const auto& run : r.runs) {
-    os << "run " << run.label << "  (" << run.file << ")\n";
+    os << "run " << run.label << "  (" << run.file << ")";
+    if (run.repeats > 1)
+      os << "  median of " << run.repeats << " repeats, step times " << std::fixed
+         << std::setprecision(1) << 100.0 * run.step_spread << " % apart" << std::defaultfloat;
+    os << "\n";
     std::snprintf(buf, sizeof buf, "  %-26s %14s %16s %12s %14s %12s\n", "metric", "measured",
                   ("before " + run.base_name).substr(0, 16).c_str(), "err", "after", "err");
     os << buf;
@@ -258,7 +265,8 @@ nlohmann::json to_json(const AccuracyReport& r) {
                       {"error_after", row.error_after},
                       {"error_unit", error_unit(row.kind)}});
     runs.push_back(
-        {{"file", run.file}, {"label", run.label}, {"base", run.base_name}, {"rows", rows}});
+        {{"file", run.file}, {"label", run.label}, {"base", run.base_name},
+         {"repeats", run.repeats}, {"step_spread", run.step_spread}, {"rows", rows}});
   }
   nlohmann::json stats = nlohmann::json::array();
   for (const auto& s : r.stats) {

@@ -38,6 +38,8 @@ struct MetricRow {
 
 struct RunAccuracy {
   std::string file, label, base_name;
+  int repeats = 1;           ///< measurements merged (calib::merge_repeats)
+  double step_spread = 0;    ///< their step times' max / min - 1
   std::vector<MetricRow> rows;
 };
 

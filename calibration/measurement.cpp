@@ -194,4 +194,59 @@ std::string run_label(const MeasuredRun& m) {
   return os.str();
 }
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<MeasuredRun> merge_repeats(const std::vector<MeasuredRun>& runs) {
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<const MeasuredRun*>> groups;
+  for (const auto& r : runs) {
+    nlohmann::json run = r.run;
+    const std::string key = model::to_json(r.config).dump() + run.dump();
+    if (!groups.count(key)) keys.push_back(key);
+    groups[key].push_back(&r);
+  }
+  std::vector<MeasuredRun> out;
+  for (const auto& key : keys) {
+    const auto& g = groups[key];
+    MeasuredRun m = *g.front();
+    if (g.size() > 1) {
+      auto med = [&](auto field) {
+        std::vector<double> v;
+        for (const MeasuredRun* r : g) v.push_back(field(*r));
+        return median_of(v);
+      };
+      m.step_time_us = med([](const MeasuredRun& r) { return r.step_time_us; });
+      m.baseline_step_time_us = med([](const MeasuredRun& r) { return r.baseline_step_time_us; });
+      m.overlap_gain = med([](const MeasuredRun& r) { return r.overlap_gain; });
+      m.exposed_comm_us = med([](const MeasuredRun& r) { return r.exposed_comm_us; });
+      m.baseline_exposed_comm_us =
+          med([](const MeasuredRun& r) { return r.baseline_exposed_comm_us; });
+      for (auto& [op, us] : m.op_mean_us)
+        us = med([&op = op](const MeasuredRun& r) {
+          const auto it = r.op_mean_us.find(op);
+          return it == r.op_mean_us.end() ? 0.0 : it->second;
+        });
+      double lo = g.front()->step_time_us, hi = lo;
+      for (const MeasuredRun* r : g) {
+        m.peak_memory_bytes = std::max(m.peak_memory_bytes, r->peak_memory_bytes);
+        lo = std::min(lo, r->step_time_us);
+        hi = std::max(hi, r->step_time_us);
+      }
+      m.repeats = static_cast<int>(g.size());
+      m.step_spread = lo > 0 ? hi / lo - 1.0 : 0.0;
+      m.file += " (+" + std::to_string(g.size() - 1) + " repeats)";
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace epo::calib

@@ -30,6 +30,8 @@ struct MeasuredRun {
   double exposed_comm_us = 0;
   double baseline_exposed_comm_us = 0;
   double peak_memory_bytes = 0;  ///< max over ranks; 0 when not measured
+  int repeats = 1;               ///< measurements merged into this one (merge_repeats)
+  double step_spread = 0;        ///< repeats: max / min - 1 of their step times
 };
 
 /// Strict reading (unknown top-level, op and summary keys are errors); context, run and prediction
@@ -57,6 +59,12 @@ struct RunPrediction {
 /// model::predict() of measured_config(m, hw), with the embedding and head time taken out of the
 /// step times. Per-op predictions cover the decoder layer's ops.
 RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw);
+
+/// Runs of the same configuration (config and run blocks equal; e.g. the calibration loop's
+/// repeats, each its own process) become one: the median of each figure over them (per op, step
+/// times, gain, exposed communication), the largest memory; repeats and step_spread say how many
+/// and how far apart. Order: first appearance.
+std::vector<MeasuredRun> merge_repeats(const std::vector<MeasuredRun>& runs);
 
 /// Short description of a run for tables: "tiny r4 alltoall ovl+dw seq1024 skewed L2".
 std::string run_label(const MeasuredRun& m);

@@ -114,6 +114,7 @@ int run_fit(const FitArgs& a) {
   std::vector<calib::MeasuredRun> runs;
   for (size_t i = 1; i < a.inputs.size(); ++i)
     runs.push_back(calib::load_measurement_file(a.inputs[i]));
+  runs = calib::merge_repeats(runs);
   const model::HardwareProfile base = model::load_hardware_preset(a.base);
   const calib::ProfileFit pf =
       calib::fit_profile(base, samples, runs, a.date.empty() ? today_utc() : a.date);
@@ -129,6 +130,7 @@ int run_report(const ReportArgs& a) {
   const model::HardwareProfile profile = model::load_profile_file(a.profile);
   std::vector<calib::MeasuredRun> runs;
   for (const auto& f : a.measurements) runs.push_back(calib::load_measurement_file(f));
+  runs = calib::merge_repeats(runs);
   const calib::AccuracyReport rep =
       calib::accuracy_report(runs, calib::base_hardware(a.base), profile);
   std::printf("epo calibrate report: %zu run(s); before = base preset%s, after = profile %s\n\n",

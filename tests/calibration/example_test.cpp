@@ -25,7 +25,8 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
   CHECK(committed.calibrated);
   const auto& p = pf.profile;
   for (const char* field :
-       {"gemm_efficiency", "gemm_half_dim", "gemm_call_us", "hbm_efficiency", "kernel_launch_us",
+       {"gemm_efficiency", "gemm_half_dim", "gemm_call_us", "grouped_gemm_efficiency",
+        "grouped_call_us", "hbm_efficiency", "kernel_launch_us",
         "host_sync_us",
         "comm_gbps_per_sm", "nvlink_efficiency", "nccl_efficiency", "nccl_latency_us",
         "local_copy_gbps_per_sm", "contention_coeff", "contention_exp", "nvl_contention_coeff",

@@ -14,6 +14,8 @@ HardwareProfile start_from(const HardwareProfile& truth) {
   HardwareProfile hw = truth;
   hw.gemm_efficiency = 0.6;
   hw.gemm_half_dim = 64;
+  hw.grouped_gemm_efficiency = 0.9;
+  hw.grouped_call_us = 10;
   hw.local_copy_gbps_per_sm = 60;
   hw.hbm_efficiency = 0.7;
   hw.comm_gbps_per_sm = 60;
@@ -59,6 +61,13 @@ TEST_CASE("fitters recover known parameters from noise-free samples") {
   const Fit gemm = fit_gemm(hw, s);
   CHECK(value(gemm, "gemm_efficiency") == Approx(t.gemm_efficiency).epsilon(1e-4));
   CHECK(value(gemm, "gemm_half_dim") == Approx(t.gemm_half_dim).epsilon(1e-3));
+  // Grouped launches are rated against the dense GEMM fit, as fit_profile applies it first.
+  HardwareProfile after_gemm = hw;
+  apply_fit(after_gemm, gemm);
+  const Fit grouped = fit_grouped_launch(after_gemm, s);
+  CHECK(value(grouped, "grouped_gemm_efficiency") ==
+        Approx(t.grouped_gemm_efficiency).epsilon(1e-4));
+  CHECK(value(grouped, "grouped_call_us") == Approx(t.grouped_call_us).epsilon(1e-4));
 
   const Fit nccl = fit_nccl(hw, s);
   CHECK(value(nccl, "nccl_latency_us") == Approx(t.nccl_latency_us).epsilon(1e-6));
@@ -92,7 +101,15 @@ TEST_CASE("fitters recover known parameters from samples with 1% noise") {
     CHECK(value(gemm, "gemm_efficiency") == Approx(t.gemm_efficiency).epsilon(0.03));
     CHECK(value(gemm, "gemm_half_dim") == Approx(t.gemm_half_dim).epsilon(0.25));
     CHECK(gemm.quality.rel_rms < 0.02);
-    CHECK(gemm.quality.num_points == static_cast<int>(s.gemm.size()));
+    int per_call = 0;
+    for (const auto& g : s.gemm) per_call += g.grouped_launch ? 0 : 1;
+    CHECK(gemm.quality.num_points == per_call);  // grouped launches are fitted on their own
+    HardwareProfile after_gemm = hw;
+    apply_fit(after_gemm, gemm);
+    const Fit grouped = fit_grouped_launch(after_gemm, s);
+    CHECK(value(grouped, "grouped_gemm_efficiency") ==
+          Approx(t.grouped_gemm_efficiency).epsilon(0.05));
+    CHECK(value(grouped, "grouped_call_us") == Approx(t.grouped_call_us).epsilon(0.05));
     const Fit nccl = fit_nccl(hw, s);
     CHECK(value(nccl, "nccl_latency_us") == Approx(t.nccl_latency_us).epsilon(0.1));
     CHECK(value(nccl, "nccl_efficiency") == Approx(t.nccl_efficiency).epsilon(0.03));

@@ -145,3 +145,24 @@ TEST_CASE("refine_on_runs on whole steps recovers the kernel cost the step times
   // Overlap-off runs give one point each, overlapped runs their step and baseline.
   CHECK(f.quality.num_points == 6);
 }
+
+TEST_CASE("merge_repeats: runs of one configuration become their median, others stay apart") {
+  auto one = [](double step_us, double mlp_us, bool overlap = false) {
+    return measurement_from_json(
+        test::hand_made_measurement(overlap, 1024, step_us, step_us, 50, 2e9,
+                                    {{"mlp/forward", mlp_us}}),
+        "m.json");
+  };
+  std::vector<MeasuredRun> runs = {one(1000, 100), one(1300, 130, true), one(1100, 90),
+                                   one(900, 120)};
+  const auto merged = merge_repeats(runs);
+  REQUIRE(merged.size() == 2);  // the overlap-on run is another configuration
+  const MeasuredRun& m = merged[0];
+  CHECK(m.repeats == 3);
+  CHECK(m.step_time_us == Approx(1000));             // median of 1000, 1100, 900
+  CHECK(m.op_mean_us.at("mlp/forward") == Approx(100));  // median of 100, 90, 120
+  CHECK(m.step_spread == Approx(1100.0 / 900.0 - 1.0));
+  CHECK(merged[1].repeats == 1);
+  CHECK(merged[1].step_time_us == Approx(1300));
+  CHECK(merged[1].step_spread == 0);
+}

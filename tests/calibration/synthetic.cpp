@@ -19,6 +19,8 @@ model::HardwareProfile truth_profile() {
   hw.net_latency_us = 6;
   hw.gemm_efficiency = 0.74;
   hw.gemm_half_dim = 150;
+  hw.grouped_gemm_efficiency = 0.6;
+  hw.grouped_call_us = 80;
   hw.hbm_efficiency = 0.86;
   hw.kernel_launch_us = 3.1;
   hw.host_sync_us = 11.5;
@@ -39,23 +41,41 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
   std::uniform_real_distribution<double> u(-noise, noise);
   auto n = [&](double x) { return x * (1.0 + u(gen)); };
   Samples s;
-  // GEMM: eff = e * prod_d (d/(d+h)) / (8192/(8192+h))^3, capped at e; time = flops / rate
-  // (these shapes are all compute-bound) + launch.
+  // GEMM: eff = e * prod_d (d/(d+h)) / (8192/(8192+h))^3, capped at e; back-to-back samples:
+  // time per call = max(flops / rate (these shapes are all compute-bound), calls * launch).
   auto f = [&](double x) { return x / (x + t.gemm_half_dim); };
+  auto eff_of = [&](double m, double nn, double k) {
+    return std::min(t.gemm_efficiency,
+                    t.gemm_efficiency * f(m) * f(nn) * f(k) / std::pow(f(8192), 3));
+  };
   auto gemm_us = [&](double m, double nn, double k, double count) {
-    const double eff =
-        std::min(t.gemm_efficiency, t.gemm_efficiency * f(m) * f(nn) * f(k) / std::pow(f(8192), 3));
-    return 2 * m * nn * k * count / (t.bf16_tflops * eff * 1e6) + t.kernel_launch_us;
+    return std::max(2 * m * nn * k * count / (t.bf16_tflops * eff_of(m, nn, k) * 1e6),
+                    count * t.kernel_launch_us);
   };
   for (double m : {512.0, 2048.0, 8192.0, 16384.0})
     for (double k : {1024.0, 4096.0}) {
-      GemmSample g{m, 4096, k, 1, false, 0};
+      GemmSample g;
+      g.m = m, g.n = 4096, g.k = k;
       g.time_us = n(gemm_us(m, 4096, k, 1));
       s.gemm.push_back(g);
     }
   for (double tpe : {512.0, 1024.0, 2048.0, 8192.0}) {
-    GemmSample g{tpe, 1536, 2048, 8, true, 0};
+    GemmSample g;
+    g.m = tpe, g.n = 1536, g.k = 2048, g.count = 8, g.grouped = true;
     g.time_us = n(gemm_us(tpe, 1536, 2048, 8));
+    s.gemm.push_back(g);
+  }
+  // Grouped launches of 32 experts: the tiles run like one GEMM of all rows at
+  // grouped_gemm_efficiency of its rate, or as fast as HBM delivers every expert's weights; one
+  // call per launch.
+  for (double tpe : {16.0, 64.0, 256.0, 1024.0, 4096.0}) {
+    GemmSample g;
+    g.m = tpe, g.n = 1536, g.k = 2048, g.count = 32, g.grouped = true, g.grouped_launch = true;
+    const double rate = t.bf16_tflops * eff_of(tpe * 32, 1536, 2048) * t.grouped_gemm_efficiency;
+    const double bytes = (tpe * 2048 + 2048 * 1536 + tpe * 1536) * 2.0 * 32;
+    const double work = std::max(2 * tpe * 1536 * 2048 * 32 / (rate * 1e6),
+                                 bytes / (t.hbm_gbps * t.hbm_efficiency * 1e3));
+    g.time_us = n(std::max(work, t.grouped_call_us));
     s.gemm.push_back(g);
   }
   // Copies: payload / min(sms * per_sm, hbm * eff / 2) + launch.
