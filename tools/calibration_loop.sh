@@ -8,8 +8,10 @@
 # x {overlap off, overlap on, overlap on + delayed wgrad}; each (model, ranks) group has one token
 # count (of two) and one routing (balanced or skewed), so both appear for both models. Groups, not
 # single runs, are split into halves so that every pair of runs differing only in dispatcher or
-# overlap flags is ranked inside the held-back half. Budget: the whole loop stays under ~9
-# minutes on one H200 (runs still pending at LOOP_BUDGET_S are skipped and listed).
+# overlap flags is ranked inside the held-back half. Every run is repeated LOOP_REPEATS times
+# (default 3), each in its own process and the repeats interleaved in time; fit and report take
+# the median of a configuration's repeats and show how far apart they were. Budget: the whole loop
+# stays under ~9 minutes on one H200 (runs still pending at LOOP_BUDGET_S are skipped and listed).
 set -uo pipefail
 
 out=${1:?usage: tools/calibration_loop.sh OUT_DIR}
@@ -17,6 +19,7 @@ epo=${EPO_BIN:-$(dirname "$0")/../build/cli/epo}
 budget_s=${LOOP_BUDGET_S:-480}
 iters=${LOOP_ITERS:-3}
 warmup=${LOOP_WARMUP:-1}
+repeats=${LOOP_REPEATS:-3}
 microbatches=4
 
 mkdir -p "$out/fit" "$out/report" "$out/logs"
@@ -54,9 +57,10 @@ ranks=(2 4 8)
 # (even groups fit, odd groups report) and each model has both token counts and both routings.
 seq_of_group=(0 0 1 1 0 1)
 skewed_group=(0 1 1 0 1 0)
-group=0
 failed=()
 skipped=()
+for rep in $(seq 1 "$repeats"); do
+group=0
 for mi in 0 1; do
   model=${models[$mi]}
   for r in "${ranks[@]}"; do
@@ -71,7 +75,7 @@ for mi in 0 1; do
           on) flags=(--overlap) ;;
           on_dw) flags=(--overlap --delay-wgrad) ;;
         esac
-        name="${model}_r${r}_${disp}_${variant}_s${seq}_${rname}"
+        name="${model}_r${r}_${disp}_${variant}_s${seq}_${rname}_rep${rep}"
         if [ "$(elapsed)" -ge "$budget_s" ]; then
           skipped+=("$name")
           continue
@@ -89,6 +93,7 @@ for mi in 0 1; do
     done
     group=$((group + 1))
   done
+done
 done
 
 log "fit on $(ls "$out"/fit/*.json 2>/dev/null | wc -l) runs, report on $(ls "$out"/report/*.json 2>/dev/null | wc -l)"
