@@ -1,7 +1,8 @@
 // bench_kernels rows of flex dispatch/combine on one GPU: R virtual ranks (swept over SM counts,
 // bound: a copy kernel with the same number of blocks, and a full-GPU row against a
-// device-to-device copy; the combine rows time the transfer, its local unpermute has its own
-// full-GPU row); the flex worlds those rows and the two-GPU rows run on.
+// device-to-device copy; the combine rows time the transfer; the receive-side permute and the
+// combine's local unpermute have their own full-GPU rows); the flex worlds those rows and the
+// two-GPU rows run on.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -54,7 +55,18 @@ void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& dev
     cuda_check(cudaMemcpyAsync(k.per_rank_host.data(), k.per_rank.as<int>(), sizeof(int) * R,
                                cudaMemcpyDeviceToHost, k.stream),
                "per_rank");
+    std::vector<int> slots(static_cast<size_t>(tokens) * R);
+    cuda_check(cudaMemcpyAsync(slots.data(), k.slots.as<int>(), sizeof(int) * slots.size(),
+                               cudaMemcpyDeviceToHost, k.stream),
+               "slots");
     cuda_check(cudaStreamSynchronize(k.stream), "setup");
+    k.tokens_leaving = 0;
+    for (int t = 0; t < tokens; ++t)
+      for (int d = 0; d < R; ++d)
+        if (d != r && slots[static_cast<size_t>(t) * R + d] >= 0) {
+          ++k.tokens_leaving;
+          break;
+        }
   }
   for (auto& k : w.ranks) {
     cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
@@ -113,6 +125,15 @@ void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out) {
                                  w.tokens, out.as<ek::bf16>(), num_sms, k.stream);
 }
 
+void permute(World& w, int r) {
+  Rank& k = w.ranks[r];
+  const int R = static_cast<int>(w.ranks.size());
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_permute(R, w.tokens, k.buffers.recv_x, k.x.as<ek::bf16>(), w.tokens,
+                          w.shape.hidden, k.row_src.as<int>(), nullptr, k.expert_rows,
+                          k.expert_out.as<ek::bf16>(), k.stream);
+}
+
 // After one dispatch: lay out every rank's received tokens by local expert and fill expert_out
 // with the permuted rows (stand-in for the expert MLP; the combine reads it like real output).
 void setup_receive_side(World& w) {
@@ -120,7 +141,8 @@ void setup_receive_side(World& w) {
   const int K = w.shape.num_topk, H = w.shape.hidden, L = w.shape.num_experts / R;
   const int recv_tokens = R * w.tokens;
   const int64_t max_rows = ek::alltoall_layout_max_rows(recv_tokens, K, L, 1);
-  for (auto& k : w.ranks) {
+  for (int r = 0; r < R; ++r) {
+    Rank& k = w.ranks[r];
     cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
     k.permuted_row = DeviceMem(sizeof(int) * recv_tokens * static_cast<size_t>(K));
     k.row_src = DeviceMem(sizeof(int) * max_rows);
@@ -131,6 +153,8 @@ void setup_receive_side(World& w) {
                                K, L, 1, max_rows, k.permuted_row.as<int>(), k.row_src.as<int>(),
                                k.offsets.as<int>(), k.counts.as<int>(), k.recv_workspace.as<void>(),
                                k.stream);
+    ek::launch_flex_own_row_src(r, R, k.slots.as<int>(), w.tokens, k.permuted_row.as<int>(), K,
+                                w.tokens, k.row_src.as<int>(), k.stream);
     int total = 0;
     cuda_check(cudaMemcpyAsync(&total, k.offsets.as<int>() + L, sizeof(int), cudaMemcpyDeviceToHost,
                                k.stream),
@@ -138,8 +162,7 @@ void setup_receive_side(World& w) {
     cuda_check(cudaStreamSynchronize(k.stream), "receive layout");
     k.expert_rows = total;
     k.expert_out = DeviceMem(sizeof(ek::bf16) * std::max<int64_t>(1, total) * H);
-    ek::launch_permute(k.buffers.recv_x, recv_tokens, H, k.row_src.as<int>(), total,
-                       k.expert_out.as<ek::bf16>(), k.stream);
+    permute(w, r);
     cuda_check(cudaStreamSynchronize(k.stream), "receive permute");
   }
 }
@@ -159,6 +182,12 @@ int64_t copies_to_others(const World& w) {
   return n;
 }
 
+int64_t tokens_leaving(const World& w) {
+  int64_t n = 0;
+  for (const auto& k : w.ranks) n += k.tokens_leaving;
+  return n;
+}
+
 }  // namespace flex
 
 namespace {
@@ -166,10 +195,12 @@ namespace {
 using flex::copies_sent;
 using flex::copies_to_others;
 using flex::kMB;
+using flex::permute;
 using flex::send_combine;
 using flex::send_dispatch;
 using flex::setup;
 using flex::setup_receive_side;
+using flex::tokens_leaving;
 using flex::unpermute;
 using flex::wait_and_reduce_combine;
 using flex::wait_dispatch;
@@ -193,8 +224,12 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
   const int R = num_ranks, H = shape.hidden;
   const double row_bytes = 2.0 * H;
   const int64_t copies = copies_sent(w);
-  // Dispatch: each rank reads its tokens once and writes one row per destination.
-  const double dispatch_bytes = R * static_cast<double>(tokens) * row_bytes + copies * row_bytes;
+  // Dispatch: each rank reads once each token that leaves it and writes one row per other
+  // destination (its own tokens stay in x for its permute). The bound copies the same bytes, so
+  // the row and its bound count neither the own copies (no longer made) nor the reads of tokens
+  // that stay (a speculative first chunk at most).
+  const double dispatch_bytes =
+      static_cast<double>(tokens_leaving(w)) * row_bytes + copies_to_others(w) * row_bytes;
   std::vector<DeviceMem> outs;
   for (int r = 0; r < R; ++r) outs.emplace_back(sizeof(ek::bf16) * tokens * static_cast<size_t>(H));
 
@@ -209,6 +244,23 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
   setup_receive_side(w);
   int64_t expert_rows = 0;
   for (const auto& k : w.ranks) expert_rows += k.expert_rows;
+  // Receive-side permute (compute side, all SMs): one row read (from recv_x or, for the own
+  // tokens, from x) and written per expert row; bound: a device-to-device copy of the same bytes.
+  {
+    const double permute_bytes = 2.0 * expert_rows * row_bytes;
+    const double t_p = median_time_us(
+        [&] {
+          for (int r = 0; r < R; ++r) permute(w, r);
+        },
+        stream, timing);
+    const double bound_p =
+        copy_bound_us(static_cast<size_t>(permute_bytes / 2) / 16 * 16, stream, timing);
+    const double pct_p = add_row(report, {"flex_permute", shape.model, "ep" + std::to_string(R),
+                                          tokens, t_p, permute_bytes / kMB, -1, bound_p});
+    report.goal("flex_permute " + shape.model + " " + std::to_string(tokens) + " ep" +
+                    std::to_string(R) + " of copy bound",
+                pct_p, ">=", 80.0, "%");
+  }
   // Combine, transfer: the rows of other ranks read and written once by the send, then every
   // partial read and one row per token written by the reduce.
   const double combine_bytes = 2.0 * copies_to_others(w) * row_bytes + copies * row_bytes +

@@ -56,6 +56,8 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
   setup(w, shape, tokens, {0, 1});
   const double row_bytes = 2.0 * shape.hidden;
   // Bytes crossing NVLink in each direction: rank 0's tokens for rank 1 and the other way round.
+  // They are all the dispatch send stores (a rank's own tokens stay in its x for its permute), so
+  // the dispatch rows compare with the plain peer store of the same bytes on the same SMs.
   const double bytes_01 = w.ranks[0].per_rank_host[1] * row_bytes;
   const double bytes_10 = w.ranks[1].per_rank_host[0] * row_bytes;
   std::vector<DeviceMem> outs;

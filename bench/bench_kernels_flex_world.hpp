@@ -20,6 +20,8 @@ struct Rank {
   DeviceMem storage, peers, x, logits, bias, topk_idx, topk_w, slots, per_rank, workspace;
   ek::FlexBuffers buffers;
   std::vector<int> per_rank_host;
+  /// Tokens sent to at least one other rank: the rows the dispatch send reads.
+  int64_t tokens_leaving = 0;
   // Receive side, for the combine.
   DeviceMem permuted_row, row_src, offsets, counts, recv_workspace, expert_out;
   int64_t expert_rows = 0;
@@ -56,12 +58,19 @@ void unpermute(World& w, int r, int num_sms);
 void send_combine(World& w, int r, int num_sms);
 /// Enqueues rank r's combine wait and the reduce of its tokens into out on num_sms SMs.
 void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out);
-/// After one dispatch: lay out every rank's received tokens by local expert and fill expert_out
-/// with the permuted rows (stand-in for the expert MLP; the combine reads it like real output).
+/// After one dispatch: lay out every rank's received tokens by local expert (the own tokens'
+/// rows pointed at x) and fill expert_out with the permuted rows (stand-in for the expert MLP; the
+/// combine reads it like real output).
 void setup_receive_side(World& w);
+/// Launches rank r's receive-side permute of its received rows (and own tokens from x) into
+/// expert_out, as setup_receive_side left the layout; all SMs.
+void permute(World& w, int r);
 /// Token copies all ranks send (the sum of their per-destination counts).
 int64_t copies_sent(const World& w);
-/// The part of copies_sent that goes to another rank (what the combine send copies back).
+/// The part of copies_sent that goes to another rank: the rows the dispatch send stores, and those
+/// the combine send copies back.
 int64_t copies_to_others(const World& w);
+/// Sum over ranks of tokens_leaving.
+int64_t tokens_leaving(const World& w);
 
 }  // namespace epo::bench::kernels::flex

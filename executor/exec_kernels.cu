@@ -76,17 +76,6 @@ __global__ void scatter_scaled_kernel(const bf16* dy, const int* permuted_row, c
         __float2bfloat16(s * __bfloat162float(dy[t * hidden + h]));
 }
 
-__global__ void gather_scaled_kernel(const bf16* x, const int* row_src, const float* row_weight,
-                                     int hidden, bf16* out) {
-  const std::int64_t r = blockIdx.x;
-  const int src = row_src[r];
-  const float s = src >= 0 ? row_weight[r] : 0.0f;
-  for (int h = threadIdx.x; h < hidden; h += blockDim.x)
-    out[r * hidden + h] = src >= 0 ? __float2bfloat16(s * __bfloat162float(
-                                         x[static_cast<std::int64_t>(src) * hidden + h]))
-                                   : __float2bfloat16(0.0f);
-}
-
 __global__ void row_weights_kernel(const int* permuted_row, const float* weights, std::int64_t n,
                                    float* row_weight) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -170,14 +159,6 @@ void launch_scatter_scaled(const bf16* dy, const int* permuted_row, const float*
   if (pairs <= 0) return;
   scatter_scaled_kernel<<<static_cast<unsigned>(pairs), 128, 0, stream>>>(
       dy, permuted_row, topk_weights, num_topk, hidden, out);
-  EPO_CHECK_LAUNCH();
-}
-
-void launch_gather_scaled(const bf16* x, const int* row_src, const float* row_weight,
-                          std::int64_t num_rows, int hidden, bf16* out, cudaStream_t stream) {
-  if (num_rows <= 0) return;
-  gather_scaled_kernel<<<static_cast<unsigned>(num_rows), 128, 0, stream>>>(x, row_src,
-                                                                            row_weight, hidden, out);
   EPO_CHECK_LAUNCH();
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// The executor's own small kernels: seeded fills, element-wise adds, scaled row gathers and
-// scatters for the MoE backward, force-balanced routing, and the SM-limited copy kernel that is
-// the local transport between virtual ranks (perf_anchors §6: a copy holding a few SMs overlaps
-// saturating GEMMs, a plain copy does not). Launchers enqueue on `stream` and check the launch.
+// The executor's own small kernels: seeded fills, element-wise adds, scaled row scatters for the
+// MoE backward, force-balanced routing, and the SM-limited copy kernel that is the local transport
+// between virtual ranks (perf_anchors §6: a copy holding a few SMs overlaps saturating GEMMs, a
+// plain copy does not). Launchers enqueue on `stream` and check the launch.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -41,10 +41,6 @@ void launch_add(const bf16* a, const bf16* b, const bf16* c, bf16* out, std::int
 void launch_scatter_scaled(const bf16* dy, const int* permuted_row, const float* topk_weights,
                            int num_tokens, int num_topk, int hidden, bf16* out,
                            cudaStream_t stream);
-
-/// out[r] = row_weight[r] * x[row_src[r]] (zeros where row_src[r] < 0), r < num_rows.
-void launch_gather_scaled(const bf16* x, const int* row_src, const float* row_weight,
-                          std::int64_t num_rows, int hidden, bf16* out, cudaStream_t stream);
 
 /// row_weight[permuted_row[s][k]] = weights[s][k] for every copy with permuted_row >= 0
 /// (s < num_slots): the router weight of each expert row of a flex receive buffer.

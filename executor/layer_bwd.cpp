@@ -65,10 +65,14 @@ void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
   const Splits& sp = s.splits;
   const std::int64_t rows = sp.padded_rows, received = sp.total_recv;
   bf16* d_out = s.y_perm;
-  if (rs.setup().transport == Transport::flex)
-    launch_gather_scaled(rs.flex().bwd.recv_x, s.fx_row_src, s.row_w, rows, H, d_out, st);
-  else
+  if (rs.setup().transport == Transport::flex) {
+    // Each expert row's output gradient times its router weight: other ranks' from the receive
+    // buffer, this rank's own tokens' straight from dy (combine_bwd does not send them to itself).
+    kernels::launch_flex_permute(rs.setup().num_ranks, sh.tokens, rs.flex().bwd.recv_x, dy,
+                                 sh.tokens, H, s.fx_row_src, s.row_w, rows, d_out, st);
+  } else {
     kernels::launch_permute(s.x_recv, received, H, s.row_src, rows, d_out, st);
+  }
   const auto algo = expert_gemm_algo(rs, sp);
   kernels::grouped_gemm_dgrad(rs.blas(), d_out, w.w2, s.d_act, sp.loc_rows.data(),
                               sp.loc_off.data(), El, H, F, algo, rs.gemm_workspace(), st);

@@ -170,8 +170,10 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
   const int R = rs.setup().num_ranks;
   if (rs.setup().transport == Transport::flex) {
     auto& fx = rs.flex().fwd;
-    kernels::launch_permute(fx.recv_x, static_cast<std::int64_t>(R) * sh.tokens, H, s.fx_row_src,
-                            rows, s.x_perm, st);
+    // Other ranks' tokens from the receive buffer, this rank's own straight from s.h (the send
+    // does not copy them to itself; fx_row_src points at them, see dispatch_fwd).
+    kernels::launch_flex_permute(R, sh.tokens, fx.recv_x, s.h, sh.tokens, H, s.fx_row_src, nullptr,
+                                 rows, s.x_perm, st);
     launch_row_weights(s.fx_permuted_row, fx.recv_topk_weights,
                        static_cast<std::int64_t>(R) * sh.tokens, sh.topk, s.row_w, st);
   } else {

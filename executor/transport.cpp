@@ -207,6 +207,10 @@ void dispatch_fwd(Group& g, int op_index, int mb, int layer) {
                                                                         kExpertRowAlign),
                                       s.fx_permuted_row, s.fx_row_src, s.loc_offsets, s.loc_ntpe,
                                       s.layout_ws, rs->comm());
+      // The rank's own tokens were not sent to itself: their expert rows read its x (the mlp op's
+      // permute, forward from s.h, backward from the output gradient).
+      kernels::launch_flex_own_row_src(rs->rank(), R, s.token_slot, sh.tokens, s.fx_permuted_row,
+                                       sh.topk, sh.tokens, s.fx_row_src, rs->comm());
       EPO_CHECK_CUDA(cudaMemcpyAsync(s.loc_ntpe_host, s.loc_ntpe, sizeof(int) * El,
                                      cudaMemcpyDeviceToHost, rs->comm()));
       EPO_CHECK_CUDA(cudaEventRecord(s.counts_ready->get(), rs->comm()));

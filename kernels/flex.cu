@@ -1,7 +1,8 @@
-// Flex dispatch and combine: send kernels that write each token row once per destination rank
-// straight into that rank's buffers through a device table of destination pointers, with per-source
-// counters and sequence-numbered flags, receive-side waits that time out with a report, and the
-// compute-side unpermute that leaves one row per (token, expert rank) for the combine to move.
+// Flex dispatch and combine: send kernels that write each token row once per other destination
+// rank straight into that rank's buffers through a device table of destination pointers, with
+// per-source counters and sequence-numbered flags, receive-side waits that time out with a report,
+// the compute-side permute that reads the rank's own tokens from its x (they are never sent), and
+// the compute-side unpermute that leaves one row per (token, expert rank) for the combine to move.
 //
 // Ordering: every sending thread fences at system scope after its stores, the block then counts
 // itself done on the sender's own done_counter; the last block (threadFenceReduction pattern)
@@ -161,10 +162,12 @@ __device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
 }
 
 // Source `rank`: x[num_tokens][hidden] -> peers[d].recv_x[rank][slot][hidden] for each destination
-// d with token_slot_in_rank[t][d] = slot >= 0, plus the top-k meta in d's local expert numbering.
-// One warp per token reads each chunk of its row once and stores it to every destination: the
-// peers first, this rank last, so the slow link is fed before the fast local copy (one read per row
-// instead of one per destination class: with few SMs each SM's own traffic is what limits).
+// d != rank with token_slot_in_rank[t][d] = slot >= 0, plus the top-k meta in d's local expert
+// numbering for every destination, this rank included. One warp per token reads each chunk of its
+// row once and stores it to every other destination. The row is not copied to this rank's own
+// recv_x: its permute reads x directly (launch_flex_permute), so with few SMs, where each SM's own
+// traffic is what limits, every store of the send goes to a link (with two ranks a local copy
+// would halve the remote rate).
 __global__ void __launch_bounds__(kSendThreads)
     flex_dispatch_send_kernel(SendArgs a, const int4* __restrict__ x,
                               const int* __restrict__ topk_idx,
@@ -247,13 +250,12 @@ __global__ void __launch_bounds__(kSendThreads)
       }
     }
     fetch(t + warps);
+    // Token row: read once, written once per other destination. A token that stays on this rank
+    // only costs the speculative first chunk read above.
     const uint64_t peer_mask = dest_mask & ~self_bit;
-    const bool to_self = (dest_mask & self_bit) != 0;
-    // Token row: read once, written once per destination.
-    for (int base = 0; dest_mask != 0;) {
+    for (int base = 0; peer_mask != 0;) {
       for (uint64_t m = peer_mask; m != 0; m &= m - 1)
         store_chunk(__ffsll(static_cast<long long>(m)) - 1, slot_lo, slot_hi, base, v);
-      if (to_self) store_chunk(a.rank, slot_lo, slot_hi, base, v);
       base += kWarpSize * kSendUnroll;
       if (base >= a.vecs_per_row) break;
       load_chunk(row, base, v);
@@ -348,6 +350,70 @@ __global__ void __launch_bounds__(kReduceThreads)
     int4* dst = src == rank ? self_out + static_cast<int64_t>(slot) * vecs_per_row
                             : recv_x + recv_row * vecs_per_row;
     warp_weighted_row_sum(expert_out, vecs_per_row, mask, row, w, -1, 0.f, dst);
+  }
+}
+
+// Rank `rank`'s own tokens: row_src[permuted_row[rank*T + slot][k]] = R*T + t for each token t
+// with slot = token_slot_in_rank[t][rank] >= 0 and each of its local copies k. One thread per
+// (token, copy).
+__global__ void flex_own_row_src_kernel(int rank, int num_ranks,
+                                        const int* __restrict__ token_slot_in_rank, int num_tokens,
+                                        const int* __restrict__ permuted_row, int num_topk,
+                                        int max_tokens, int* __restrict__ row_src) {
+  const int64_t n = static_cast<int64_t>(num_tokens) * num_topk;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const int64_t t = i / num_topk;
+    const int slot = token_slot_in_rank[t * num_ranks + rank];
+    if (slot < 0) continue;
+    const int64_t recv_row = static_cast<int64_t>(rank) * max_tokens + slot;
+    const int row = permuted_row[recv_row * num_topk + i % num_topk];
+    if (row >= 0) row_src[row] = static_cast<int>(static_cast<int64_t>(num_ranks) * max_tokens + t);
+  }
+}
+
+// out[r] = recv_x[row_src[r]] (row_src < num_recv_rows) or x[row_src[r] - num_recv_rows], times
+// row_weight[r] when given, zeros where row_src[r] < 0. One warp per row, 8 vectors per lane loaded
+// before any is stored (the send's depth: a single pass at copy rate).
+__global__ void __launch_bounds__(kReduceThreads, 2)
+    flex_permute_kernel(const int4* __restrict__ recv_x, const int4* __restrict__ x,
+                        int64_t num_recv_rows, int vecs_per_row, const int* __restrict__ row_src,
+                        const float* __restrict__ row_weight, int64_t num_out_rows,
+                        int4* __restrict__ out) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kReduceWarps;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kReduceWarps + threadIdx.x / kWarpSize;
+       r < num_out_rows; r += warps) {
+    const int src = row_src[r];
+    int4* dst = out + r * vecs_per_row;
+    if (src < 0) {
+      for (int i = lane; i < vecs_per_row; i += kWarpSize) dst[i] = make_int4(0, 0, 0, 0);
+      continue;
+    }
+    const int4* in = src < num_recv_rows ? recv_x + static_cast<int64_t>(src) * vecs_per_row
+                                         : x + (src - num_recv_rows) * vecs_per_row;
+    const float w = row_weight ? row_weight[r] : 1.f;
+    for (int base = lane; base < vecs_per_row; base += kWarpSize * kSendUnroll) {
+      int4 v[kSendUnroll];
+#pragma unroll
+      for (int u = 0; u < kSendUnroll; ++u)
+        if (base + u * kWarpSize < vecs_per_row) v[u] = detail::ld_stream(in + base + u * kWarpSize);
+#pragma unroll
+      for (int u = 0; u < kSendUnroll; ++u) {
+        if (base + u * kWarpSize >= vecs_per_row) continue;
+        if (row_weight) {
+          // bf16(w * value): one fp32 product and one rounding per element (no fma: a product of
+          // -0 must stay -0), as the reference and the expert-side scaling it replaces.
+          float f[kBf16PerVec];
+          detail::unpack_bf16x8(v[u], f);
+#pragma unroll
+          for (int j = 0; j < kBf16PerVec; ++j) f[j] = __fmul_rn(w, f[j]);
+          v[u] = detail::pack_bf16x8(f);
+        }
+        dst[base + u * kWarpSize] = v[u];
+      }
+    }
   }
 }
 
@@ -541,6 +607,59 @@ void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int6
                  max_tokens_per_rank, reinterpret_cast<int4*>(own.recv_x),
                  reinterpret_cast<int4*>(own.combine_x) +
                      static_cast<int64_t>(rank) * max_tokens_per_rank * vecs_per_row);
+}
+
+void launch_flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank,
+                             int num_tokens, const int* permuted_row, int num_topk,
+                             int max_tokens_per_rank, int* row_src, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_own_row_src";
+  using detail::require;
+  check_common(kFn, rank, num_ranks, 8, max_tokens_per_rank, /*seq, unused here*/ 1);
+  require(num_tokens >= 0 && num_tokens <= max_tokens_per_rank, kFn,
+          "num_tokens must be in [0, max_tokens_per_rank]");
+  require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
+  require(static_cast<int64_t>(num_ranks + 1) * max_tokens_per_rank <= INT32_MAX, kFn,
+          "(num_ranks + 1) * max_tokens_per_rank must fit in int32 (row_src entries)");
+  if (num_tokens == 0) return;
+  detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
+  detail::require_pointer(permuted_row, kFn, "permuted_row");
+  detail::require_pointer(row_src, kFn, "row_src");
+  const int64_t n = static_cast<int64_t>(num_tokens) * num_topk;
+  constexpr int kThreads = 256;
+  const int grid = static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 4096));
+  flex_own_row_src_kernel<<<grid, kThreads, 0, stream>>>(rank, num_ranks, token_slot_in_rank,
+                                                         num_tokens, permuted_row, num_topk,
+                                                         max_tokens_per_rank, row_src);
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+void launch_flex_permute(int num_ranks, int max_tokens_per_rank, const bf16* recv_x, const bf16* x,
+                         int num_tokens, int hidden, const int* row_src, const float* row_weight,
+                         int64_t num_out_rows, bf16* out, cudaStream_t stream) {
+  constexpr const char* kFn = "launch_flex_permute";
+  using detail::require;
+  require(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
+  require(max_tokens_per_rank >= 0, kFn, "max_tokens_per_rank must be >= 0");
+  require(num_tokens >= 0 && num_tokens <= max_tokens_per_rank, kFn,
+          "num_tokens must be in [0, max_tokens_per_rank]");
+  require(hidden > 0 && hidden % kBf16PerVec == 0, kFn, "hidden must be a positive multiple of 8");
+  require(num_out_rows >= 0, kFn, "num_out_rows must be >= 0");
+  if (num_out_rows == 0) return;
+  const int64_t num_recv_rows = static_cast<int64_t>(num_ranks) * max_tokens_per_rank;
+  if (num_recv_rows > 0) detail::require_aligned16(recv_x, kFn, "recv_x");
+  if (num_tokens > 0) detail::require_aligned16(x, kFn, "x");
+  detail::require_pointer(row_src, kFn, "row_src");
+  detail::require_aligned16(out, kFn, "out");
+  int device = 0, device_sms = 132;
+  EPO_CUDA_CHECK(cudaGetDevice(&device));
+  EPO_CUDA_CHECK(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, device));
+  // Two blocks of 512 threads fit an SM at the kernel's register count (54 on sm_90): one wave.
+  const int grid = static_cast<int>(
+      std::min<int64_t>((num_out_rows + kReduceWarps - 1) / kReduceWarps, int64_t{2} * device_sms));
+  flex_permute_kernel<<<grid, kReduceThreads, 0, stream>>>(
+      reinterpret_cast<const int4*>(recv_x), reinterpret_cast<const int4*>(x), num_recv_rows,
+      hidden / kBf16PerVec, row_src, row_weight, num_out_rows, reinterpret_cast<int4*>(out));
+  EPO_CUDA_CHECK_LAUNCH();
 }
 
 void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,

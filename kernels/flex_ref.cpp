@@ -36,8 +36,10 @@ void flex_dispatch_send(int rank, int num_ranks, const uint16_t* x, const int* t
       if (slot < 0) continue;
       FlexRankBuffers& dst = ranks[d];
       int64_t row = static_cast<int64_t>(rank) * max_tokens_per_rank + slot;
-      for (int h = 0; h < hidden; ++h)
-        dst.recv_x[row * hidden + h] = x[static_cast<int64_t>(t) * hidden + h];
+      // The own rank's row stays unwritten: its permute reads x (flex_permute).
+      if (d != rank)
+        for (int h = 0; h < hidden; ++h)
+          dst.recv_x[row * hidden + h] = x[static_cast<int64_t>(t) * hidden + h];
       for (int k = 0; k < num_topk; ++k) {
         int e = topk_idx[static_cast<int64_t>(t) * num_topk + k];
         bool local = e >= 0 && e / experts_per_rank == d;
@@ -69,6 +71,41 @@ void check_flags(const std::vector<uint64_t>& flags, int rank, int num_ranks, ui
 
 void flex_dispatch_wait(int rank, int num_ranks, const FlexRankBuffers& own, uint64_t seq) {
   check_flags(own.recv_flag, rank, num_ranks, seq, "dispatch data");
+}
+
+void flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank, int num_tokens,
+                      const int* permuted_row, int num_topk, int max_tokens_per_rank,
+                      int* row_src) {
+  if (num_tokens > max_tokens_per_rank) throw std::invalid_argument("max_tokens_per_rank");
+  for (int t = 0; t < num_tokens; ++t) {
+    const int slot = token_slot_in_rank[static_cast<int64_t>(t) * num_ranks + rank];
+    if (slot < 0) continue;
+    const int64_t recv_row = static_cast<int64_t>(rank) * max_tokens_per_rank + slot;
+    for (int k = 0; k < num_topk; ++k) {
+      const int r = permuted_row[recv_row * num_topk + k];
+      if (r >= 0) row_src[r] = num_ranks * max_tokens_per_rank + t;
+    }
+  }
+}
+
+void flex_permute(int num_ranks, int max_tokens_per_rank, const uint16_t* recv_x, const uint16_t* x,
+                  int num_tokens, int hidden, const int* row_src, const float* row_weight,
+                  int64_t num_out_rows, uint16_t* out) {
+  const int64_t num_recv_rows = static_cast<int64_t>(num_ranks) * max_tokens_per_rank;
+  for (int64_t r = 0; r < num_out_rows; ++r) {
+    const int src = row_src[r];
+    uint16_t* dst = out + r * hidden;
+    if (src < 0) {
+      std::fill(dst, dst + hidden, uint16_t{0});
+      continue;
+    }
+    if (src >= num_recv_rows + num_tokens)
+      throw std::invalid_argument("row_src entry past num_ranks * max_tokens_per_rank + num_tokens");
+    const uint16_t* in = src < num_recv_rows ? recv_x + static_cast<int64_t>(src) * hidden
+                                             : x + (src - num_recv_rows) * hidden;
+    for (int h = 0; h < hidden; ++h)
+      dst[h] = row_weight ? float_to_bf16(row_weight[r] * bf16_to_float(in[h])) : in[h];
+  }
 }
 
 void flex_unpermute(int rank, int num_ranks, const uint16_t* expert_out, int64_t num_rows,

@@ -198,13 +198,17 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
 // FlexBuffers (entry d = rank d's pointers as seen from the sender's device: same-device pointers
 // or peer pointers after cudaDeviceEnablePeerAccess / IPC). Sizes, with T = max_tokens_per_rank
 // (>= num_tokens of every source), R = num_ranks, H = hidden, K = num_topk:
-//   recv_x[R][T][H] bf16            token rows from each source rank, slot-ordered; after the
-//                                   experts, launch_flex_unpermute overwrites them with the rows
-//                                   going back (one per received token, reduced over local experts)
+//   recv_x[R][T][H] bf16            token rows from each other source rank, slot-ordered; entry
+//                                   [rank] is never written (the rank's own tokens are read from
+//                                   its x by launch_flex_permute); after the experts,
+//                                   launch_flex_unpermute overwrites entries s != rank with the
+//                                   rows going back (one per received token, reduced over local
+//                                   experts)
 //   recv_topk_idx[R][T][K] int32    LOCAL expert index on this rank, -1 if that expert lives
-//                                   elsewhere
+//                                   elsewhere (entry [rank] too: the own tokens' meta is sent)
 //   recv_topk_weights[R][T][K] fp32 router weight of each copy (meaningful where idx >= 0)
-//   recv_count[R] int32             tokens received from each source (written before the flag)
+//   recv_count[R] int32             tokens received from each source, itself included (written
+//                                   before the flag)
 //   recv_flag[R] uint64             = seq once source's dispatch data has landed
 //   combine_x[R][T][H] bf16         on the SOURCE rank: each expert rank's partial sum, at the slot
 //                                   the token had in that rank's recv_x (entry [rank] is written by
@@ -214,9 +218,11 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
 // Protocol per step (one seq value, strictly different from the previous step's, e.g. 1, 2, 3 ...;
 // nothing is reset between steps), as DeepEP / Megatron's flex dispatcher split it:
 //   src:  launch_flex_layout -> token_slot_in_rank, num_tokens_per_rank
-//   src:  launch_flex_dispatch_send     (never waits)
+//   src:  launch_flex_dispatch_send     (never waits; rows only to the other ranks, meta to all)
 //   dst:  launch_flex_dispatch_wait     (spins on recv_flag[*] == seq, with timeout)
-//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permute -> experts -> rows
+//   dst:  launch_alltoall_layout(recv_topk_idx, recv_count, T, ...) -> permuted_row, row_src
+//   dst:  launch_flex_own_row_src       (row_src of its own tokens' rows -> rows of its x)
+//   dst:  launch_flex_permute(recv_x, x) -> experts -> rows
 //   dst:  launch_flex_unpermute         (compute side, all SMs: weighted sum over local experts,
 //                                        one row per received token into recv_x / combine_x[rank])
 //   dst:  launch_flex_combine_send      (a plain copy of those rows to each source; never waits)
@@ -225,7 +231,8 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
 // cannot deadlock. The caller must not start step n+1's dispatch send to a rank before that rank's
 // step-n combine send has finished reading its recv buffers (the sender's step-n combine wait,
 // which comes first on its stream, guarantees it), nor run step n+1's unpermute on a rank before
-// that rank's step-n reduce (its step n+1 dispatch wait follows that reduce on its stream).
+// that rank's step-n reduce (its step n+1 dispatch wait follows that reduce on its stream). A
+// rank's x must hold its tokens until its own launch_flex_permute has read them.
 // Timeouts write a FlexError record; launchers throw std::runtime_error naming the rank, the source
 // and what was awaited when they see one (also call check_flex_error after synchronizing).
 
@@ -277,8 +284,10 @@ constexpr int64_t kDefaultFlexTimeoutCycles = 20'000'000'000LL;
 void check_flex_error(const FlexError* record);
 
 /// Fused send of source rank `rank`: every token t goes ONCE to each destination d with
-/// token_slot_in_rank[t][d] >= 0: x[t] -> peers[d].recv_x[rank][slot], its top-k translated to d's
-/// local experts -> recv_topk_idx / recv_topk_weights. The last block to finish writes
+/// token_slot_in_rank[t][d] >= 0: its top-k translated to d's local experts -> recv_topk_idx /
+/// recv_topk_weights [rank][slot], and, for d != rank only, x[t] -> peers[d].recv_x[rank][slot]
+/// (own.recv_x[rank] is never written: launch_flex_permute reads the rank's own tokens from x,
+/// so every row the kernel stores crosses to another rank). The last block to finish writes
 /// recv_count[rank] = num_tokens_per_rank[d] and then recv_flag[rank] = seq on every destination
 /// (system-scope fence first). Never waits. x[num_tokens][hidden] bf16, topk_idx/topk_weights
 /// [num_tokens][num_topk], token_slot_in_rank[num_tokens][num_ranks],
@@ -296,6 +305,28 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
 /// timeout_cycles, then records rank/source/what in *error and returns). own: this rank's buffers.
 void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
                                int64_t timeout_cycles, FlexError* error, cudaStream_t stream);
+
+/// Receive side after launch_alltoall_layout over own.recv_topk_idx (permuted_row[R*T][num_topk],
+/// row_src[rows]): points the expert rows of rank `rank`'s own tokens at its x, since its send left
+/// recv_x[rank] unwritten. For every token t < num_tokens with s = token_slot_in_rank[t][rank] >= 0
+/// and every copy k with r = permuted_row[rank*T + s][k] >= 0: row_src[r] = R*T + t (it was
+/// rank*T + s). row_src then indexes recv_x's R*T rows followed by x's rows, as
+/// launch_flex_permute reads it. token_slot_in_rank[num_tokens][num_ranks] from the rank's
+/// launch_flex_layout. Preconditions: (num_ranks + 1) * max_tokens_per_rank fits in int32.
+void launch_flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank,
+                             int num_tokens, const int* permuted_row, int num_topk,
+                             int max_tokens_per_rank, int* row_src, cudaStream_t stream);
+
+/// The permute before the experts, one pass over two sources: out[r] = recv_x[row_src[r]] for
+/// row_src[r] < R*T, x[row_src[r] - R*T] above (the own tokens, see launch_flex_own_row_src),
+/// zeros where row_src[r] < 0. row_weight null: an exact copy; else out[r] = bf16(row_weight[r] *
+/// row) (one fp32 product and one rounding per element; the backward's router-weight scaling of the
+/// gradient rows). recv_x[R*T][hidden], x[num_tokens][hidden], out[num_out_rows][hidden] bf16,
+/// row_weight[num_out_rows] fp32 or null. Preconditions: row_src[r] < R*T + num_tokens, hidden % 8
+/// == 0, 16-byte aligned pointers.
+void launch_flex_permute(int num_ranks, int max_tokens_per_rank, const bf16* recv_x, const bf16* x,
+                         int num_tokens, int hidden, const int* row_src, const float* row_weight,
+                         int64_t num_out_rows, bf16* out, cudaStream_t stream);
 
 /// Local half of the combine on expert rank `rank` (the compute side's unpermute; give it the
 /// whole GPU): for every received token (src, slot < own.recv_count[src]) it sums

@@ -98,7 +98,8 @@ struct FlexRankBuffers {
 FlexRankBuffers make_flex_rank_buffers(int num_ranks, int max_tokens_per_rank, int hidden,
                                        int num_topk);
 
-/// See launch_flex_dispatch_send: writes into ranks[d] for every destination d.
+/// See launch_flex_dispatch_send: writes into ranks[d] for every destination d (recv_x rows only
+/// for d != rank).
 void flex_dispatch_send(int rank, int num_ranks, const uint16_t* x, const int* topk_idx,
                         const float* topk_weights, const int* token_slot_in_rank,
                         const int* num_tokens_per_rank, int num_tokens, int hidden, int num_topk,
@@ -108,6 +109,17 @@ void flex_dispatch_send(int rank, int num_ranks, const uint16_t* x, const int* t
 /// The check launch_flex_dispatch_wait performs, without waiting: throws std::runtime_error naming
 /// rank and source when a recv_flag differs from seq.
 void flex_dispatch_wait(int rank, int num_ranks, const FlexRankBuffers& own, uint64_t seq);
+
+/// See launch_flex_own_row_src: row_src[permuted_row[rank*T + slot][k]] = num_ranks*T + t for the
+/// rank's own tokens t (T = max_tokens_per_rank).
+void flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank, int num_tokens,
+                      const int* permuted_row, int num_topk, int max_tokens_per_rank, int* row_src);
+
+/// See launch_flex_permute: rows [0, num_ranks*T) of the source are recv_x, rows num_ranks*T + t
+/// are x[t]; row_weight null: a copy, else bf16(row_weight[r] * value).
+void flex_permute(int num_ranks, int max_tokens_per_rank, const uint16_t* recv_x, const uint16_t* x,
+                  int num_tokens, int hidden, const int* row_src, const float* row_weight,
+                  int64_t num_out_rows, uint16_t* out);
 
 /// See launch_flex_unpermute: writes ranks[rank].recv_x[src][slot] (src != rank) and
 /// ranks[rank].combine_x[rank][slot]; recv_topk_weights null means weight 1.

@@ -47,8 +47,12 @@ std::vector<std::vector<uint16_t>> flex_step(std::vector<SourceRank>& src, int n
     ref::alltoall_layout(own.recv_topk_idx.data(), own.recv_count.data(), max_tokens, recv_tokens,
                          num_topk, epr, 1, max_rows, permuted_row.data(), row_src.data(),
                          offsets.data(), counts.data());
+    // The rank's own tokens were not sent to itself: their rows come from its x.
+    ref::flex_own_row_src(d, num_ranks, src[d].slot.data(), num_tokens, permuted_row.data(),
+                          num_topk, max_tokens, row_src.data());
     std::vector<uint16_t> rows(max_rows * hidden);
-    ref::permute(own.recv_x.data(), recv_tokens, hidden, row_src.data(), max_rows, rows.data());
+    ref::flex_permute(num_ranks, max_tokens, own.recv_x.data(), src[d].x.data(), num_tokens,
+                      hidden, row_src.data(), nullptr, max_rows, rows.data());
     for (int e = 0; e < epr; ++e)
       for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
         for (int h = 0; h < hidden; ++h)
@@ -228,5 +232,114 @@ TEST_CASE("flex unpermute is the plain unpermute of each rank's received tokens"
     CHECK(std::equal(own.recv_x.begin() + static_cast<int64_t>(s) * T * hidden,
                      own.recv_x.begin() + static_cast<int64_t>(s) * T * hidden + n,
                      buffers[s].combine_x.begin() + static_cast<int64_t>(d) * T * hidden));
+  }
+}
+
+TEST_CASE("flex dispatch sends rows only to the other ranks; the permute reads own tokens from x",
+          "[kernels][ref]") {
+  const int num_ranks = 4, T = 20, hidden = 8, num_topk = 4, num_experts = 16;
+  const int epr = num_experts / num_ranks, recv_tokens = num_ranks * T;
+  const uint16_t kSentinel = 0x7fc1;  // a NaN pattern no token row holds
+  std::vector<SourceRank> src;
+  make_sources(src, num_ranks, T, hidden, num_topk, num_experts, 5);
+  std::vector<ref::FlexRankBuffers> buffers;
+  for (int r = 0; r < num_ranks; ++r) {
+    buffers.push_back(ref::make_flex_rank_buffers(num_ranks, T, hidden, num_topk));
+    std::fill(buffers.back().recv_x.begin(), buffers.back().recv_x.end(), kSentinel);
+  }
+  for (int r = 0; r < num_ranks; ++r) {
+    ref::flex_layout(src[r].topk_idx.data(), T, num_topk, num_experts, num_ranks,
+                     src[r].slot.data(), src[r].per_rank.data());
+    ref::flex_dispatch_send(r, num_ranks, src[r].x.data(), src[r].topk_idx.data(),
+                            src[r].topk_weights.data(), src[r].slot.data(), src[r].per_rank.data(),
+                            T, hidden, num_topk, num_experts, T, buffers, 3);
+  }
+  for (int d = 0; d < num_ranks; ++d) {
+    INFO("rank " << d);
+    ref::FlexRankBuffers& own = buffers[d];
+    REQUIRE_NOTHROW(ref::flex_dispatch_wait(d, num_ranks, own, 3));
+    // Rows: token t of source s sits at recv_x[s][slot] for s != d; recv_x[d] is never written.
+    // Meta and counts arrive from every source, the rank itself included.
+    int64_t wrong_rows = 0, written_own = 0, wrong_meta = 0, own_tokens = 0;
+    for (int s = 0; s < num_ranks; ++s) {
+      CHECK(own.recv_count[s] == src[s].per_rank[d]);
+      for (int t = 0; t < T; ++t) {
+        const int slot = src[s].slot[static_cast<size_t>(t) * num_ranks + d];
+        if (slot < 0) continue;
+        const int64_t row = static_cast<int64_t>(s) * T + slot;
+        if (s != d)
+          wrong_rows += !std::equal(src[s].x.begin() + t * hidden,
+                                    src[s].x.begin() + (t + 1) * hidden,
+                                    own.recv_x.begin() + row * hidden);
+        for (int k = 0; k < num_topk; ++k) {
+          const int e = src[s].topk_idx[static_cast<size_t>(t) * num_topk + k];
+          const int want = e / epr == d ? e % epr : -1;
+          wrong_meta += own.recv_topk_idx[row * num_topk + k] != want;
+        }
+        own_tokens += s == d;
+      }
+    }
+    for (int64_t i = static_cast<int64_t>(d) * T * hidden; i < static_cast<int64_t>(d + 1) * T * hidden;
+         ++i)
+      written_own += own.recv_x[i] != kSentinel;
+    CHECK(wrong_rows == 0);
+    CHECK(wrong_meta == 0);
+    CHECK(written_own == 0);
+    CHECK(own_tokens == own.recv_count[d]);
+    REQUIRE(own_tokens > 0);  // the case must exercise the own-token path
+
+    // Receive layout, then the own rows pointed at x.
+    const int64_t max_rows = static_cast<int64_t>(recv_tokens) * num_topk;
+    std::vector<int> permuted_row(max_rows), row_src(max_rows), offsets(epr + 1), counts(epr);
+    ref::alltoall_layout(own.recv_topk_idx.data(), own.recv_count.data(), T, recv_tokens, num_topk,
+                         epr, 1, max_rows, permuted_row.data(), row_src.data(), offsets.data(),
+                         counts.data());
+    const std::vector<int> recv_row_src = row_src;
+    ref::flex_own_row_src(d, num_ranks, src[d].slot.data(), T, permuted_row.data(), num_topk, T,
+                          row_src.data());
+    int64_t into_own_block = 0, moved = 0, bad_moved = 0;
+    for (int64_t r = 0; r < max_rows; ++r) {
+      into_own_block += row_src[r] >= d * T && row_src[r] < (d + 1) * T;
+      if (row_src[r] == recv_row_src[r]) continue;
+      ++moved;
+      // A moved row read own slot s; it now reads x[t] of the token t that had slot s here.
+      const int slot = recv_row_src[r] - d * T;
+      const int t = row_src[r] - recv_tokens;
+      bad_moved += slot < 0 || slot >= T || t < 0 || t >= T ||
+                   src[d].slot[static_cast<size_t>(t) * num_ranks + d] != slot;
+    }
+    CHECK(into_own_block == 0);
+    CHECK(bad_moved == 0);
+    CHECK(moved > 0);
+
+    // The permute equals the plain permute of a receive buffer that holds the own rows too (what
+    // the send used to copy), and its weighted form the router-weight scaling of those rows.
+    std::vector<uint16_t> full = own.recv_x;
+    for (int t = 0; t < T; ++t) {
+      const int slot = src[d].slot[static_cast<size_t>(t) * num_ranks + d];
+      if (slot >= 0)
+        std::copy(src[d].x.begin() + t * hidden, src[d].x.begin() + (t + 1) * hidden,
+                  full.begin() + (static_cast<int64_t>(d) * T + slot) * hidden);
+    }
+    std::vector<uint16_t> want(max_rows * hidden), got(want.size());
+    ref::permute(full.data(), recv_tokens, hidden, recv_row_src.data(), max_rows, want.data());
+    ref::flex_permute(num_ranks, T, own.recv_x.data(), src[d].x.data(), T, hidden, row_src.data(),
+                      nullptr, max_rows, got.data());
+    CHECK(got == want);
+    std::vector<float> row_weight(max_rows, 0.f);
+    for (int64_t i = 0; i < static_cast<int64_t>(recv_tokens) * num_topk; ++i)
+      if (permuted_row[i] >= 0) row_weight[permuted_row[i]] = own.recv_topk_weights[i];
+    ref::flex_permute(num_ranks, T, own.recv_x.data(), src[d].x.data(), T, hidden, row_src.data(),
+                      row_weight.data(), max_rows, got.data());
+    int64_t wrong_scaled = 0;
+    for (int64_t r = 0; r < max_rows; ++r)
+      for (int h = 0; h < hidden; ++h) {
+        const uint16_t expected =
+            recv_row_src[r] < 0
+                ? uint16_t{0}
+                : ref::float_to_bf16(row_weight[r] * ref::bf16_to_float(want[r * hidden + h]));
+        wrong_scaled += got[r * hidden + h] != expected;
+      }
+    CHECK(wrong_scaled == 0);
   }
 }

@@ -1,9 +1,10 @@
 #pragma once
 // Drives flex dispatch -> experts -> combine on the GPU for R ranks (virtual ranks on one device or
 // one rank per device) next to the reference pipeline on the host, and compares every stage
-// exactly: slots, counts, received rows and meta, the unpermuted rows, and the combined output
-// (same fma order and rounding points as the references); the round trip also against the
-// single-rank sum within two bf16 roundings.
+// exactly: slots, counts, received rows and meta (and that no rank's send wrote its own recv_x),
+// the receive layout with the own tokens pointed at x, the permuted rows (plain and weighted),
+// the unpermuted rows, and the combined output (same fma order and rounding points as the
+// references); the round trip also against the single-rank sum within two bf16 roundings.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -18,6 +19,9 @@ namespace epo::kernels::test {
 inline float flex_expert_scale(int global_expert) {
   return std::ldexp(1.f, global_expert % 3 - 1);
 }
+
+/// Byte pattern of a rank's own recv_x block (bf16 0x7f7f, a value no random token row holds).
+constexpr int kOwnBlockByte = 0x7f;
 
 struct FlexRank {
   int device = 0;
@@ -56,6 +60,10 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
     ranks[r].storage = DeviceBuffer<char>(bytes.total());
     ranks[r].storage.fill_bytes(0);  // flags and done counters start at 0, once
     ranks[r].buffers = flex_buffers_from(ranks[r].storage.get(), num_ranks, T, H, K);
+    // recv_x[r] (the rank's own source block) holds a pattern no send may overwrite.
+    cuda_ok(cudaMemset(ranks[r].buffers.recv_x + static_cast<size_t>(r) * T * H, kOwnBlockByte,
+                       static_cast<size_t>(T) * H * sizeof(bf16)),
+            "cudaMemset own block");
     table[r] = ranks[r].buffers;
   }
   for (int r = 0; r < num_ranks; ++r) {
@@ -155,12 +163,14 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       cuda_ok(cudaMemcpy(recv_w.data(), ranks[d].buffers.recv_topk_weights, recv_w.size() * 4,
                          cudaMemcpyDeviceToHost),
               "recv_topk_weights");
-      int64_t bad_rows = 0;
+      // Rows from the other sources, meta from every source (the rank itself included); the own
+      // block of recv_x keeps its pattern: the send moves only rows that leave the rank.
+      int64_t bad_rows = 0, own_block_written = 0;
       for (int s = 0; s < num_ranks; ++s) {
         for (int slot = 0; slot < h.recv_count[s]; ++slot) {
           const size_t row = static_cast<size_t>(s) * T + slot;
-          bool ok = std::equal(recv_x.begin() + row * H, recv_x.begin() + (row + 1) * H,
-                               h.recv_x.begin() + row * H) &&
+          bool ok = (s == d || std::equal(recv_x.begin() + row * H, recv_x.begin() + (row + 1) * H,
+                                          h.recv_x.begin() + row * H)) &&
                     std::equal(recv_idx.begin() + row * K, recv_idx.begin() + (row + 1) * K,
                                h.recv_topk_idx.begin() + row * K) &&
                     std::equal(recv_w.begin() + row * K, recv_w.begin() + (row + 1) * K,
@@ -168,7 +178,11 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
           bad_rows += !ok;
         }
       }
+      const uint16_t own_pattern = static_cast<uint16_t>(kOwnBlockByte * 0x101);
+      for (size_t i = static_cast<size_t>(d) * T * H; i < static_cast<size_t>(d + 1) * T * H; ++i)
+        own_block_written += recv_x[i] != own_pattern;
       CHECK(bad_rows == 0);
+      CHECK(own_block_written == 0);
 
       // Layout of the received tokens by local expert (device and reference), then the experts.
       permuted_row[d].resize(static_cast<size_t>(recv_tokens) * K);
@@ -183,14 +197,34 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
                              recv_tokens, K, epr, 1, max_rows, d_permuted_row[d].get(),
                              d_row_src.get(), d_offsets.get(), d_counts.get(), workspace.get(),
                              ranks[d].stream);
+      // The own tokens' rows point at x; then the permute over both sources, plain and weighted
+      // (the weights as the executor's backward gives them: each row's router weight).
+      launch_flex_own_row_src(d, num_ranks, src[d].d_slot.get(), T, d_permuted_row[d].get(), K, T,
+                              d_row_src.get(), ranks[d].stream);
+      std::vector<float> row_weight(static_cast<size_t>(max_rows), 0.f);
+      for (size_t i = 0; i < permuted_row[d].size(); ++i)
+        if (permuted_row[d][i] >= 0) row_weight[permuted_row[d][i]] = h.recv_topk_weights[i];
+      DeviceBuffer<float> d_row_weight(row_weight);
       DeviceBuffer<uint16_t> d_rows(static_cast<size_t>(max_rows) * H);
-      launch_permute(ranks[d].buffers.recv_x, recv_tokens, H, d_row_src.get(), max_rows,
-                     reinterpret_cast<bf16*>(d_rows.get()), ranks[d].stream);
+      DeviceBuffer<uint16_t> d_scaled(static_cast<size_t>(max_rows) * H);
+      const bf16* d_x = reinterpret_cast<const bf16*>(src[d].d_x.get());
+      launch_flex_permute(num_ranks, T, ranks[d].buffers.recv_x, d_x, T, H, d_row_src.get(),
+                          nullptr, max_rows, reinterpret_cast<bf16*>(d_rows.get()),
+                          ranks[d].stream);
+      launch_flex_permute(num_ranks, T, ranks[d].buffers.recv_x, d_x, T, H, d_row_src.get(),
+                          d_row_weight.get(), max_rows, reinterpret_cast<bf16*>(d_scaled.get()),
+                          ranks[d].stream);
       cuda_ok(cudaStreamSynchronize(ranks[d].stream), "sync after permute");
       CHECK(d_permuted_row[d].download() == permuted_row[d]);
+      ref::flex_own_row_src(d, num_ranks, src[d].slot.data(), T, permuted_row[d].data(), K, T,
+                            row_src.data());
       CHECK(d_row_src.download() == row_src);
       std::vector<uint16_t> rows(static_cast<size_t>(max_rows) * H);
-      ref::permute(h.recv_x.data(), recv_tokens, H, row_src.data(), max_rows, rows.data());
+      ref::flex_permute(num_ranks, T, h.recv_x.data(), src[d].x.data(), T, H, row_src.data(),
+                        row_weight.data(), max_rows, rows.data());
+      CHECK(d_scaled.download() == rows);
+      ref::flex_permute(num_ranks, T, h.recv_x.data(), src[d].x.data(), T, H, row_src.data(),
+                        nullptr, max_rows, rows.data());
       CHECK(d_rows.download() == rows);
       for (int e = 0; e < epr; ++e)
         for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)

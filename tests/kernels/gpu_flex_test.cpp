@@ -1,5 +1,5 @@
-// Flex dispatch / unpermute / combine over 2, 4 and 8 virtual ranks on one GPU against the
-// reference pipeline, the timeout report and the launchers' argument checks.
+// Flex dispatch / permute / unpermute / combine over 2, 4 and 8 virtual ranks on one GPU against
+// the reference pipeline, the timeout report and the launchers' argument checks.
 #include <string>
 #include <vector>
 
@@ -89,6 +89,30 @@ TEST_CASE("flex launchers name bad arguments", "[kernels][gpu]") {
     FAIL("no exception");
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).find("num_topk") != std::string::npos);
+  }
+  try {
+    launch_flex_own_row_src(0, 2, nullptr, 4, nullptr, 8, 4, nullptr, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("token_slot_in_rank") != std::string::npos);
+  }
+  try {
+    launch_flex_own_row_src(0, 2, nullptr, 5, nullptr, 8, 4, nullptr, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("num_tokens") != std::string::npos);
+  }
+  try {
+    launch_flex_permute(2, 4, nullptr, nullptr, 4, 64, nullptr, nullptr, 8, nullptr, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("recv_x") != std::string::npos);
+  }
+  try {
+    launch_flex_permute(2, 4, nullptr, nullptr, 4, 60, nullptr, nullptr, 8, nullptr, nullptr);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("hidden") != std::string::npos);
   }
   try {
     launch_flex_combine_send(0, 2, 64, 4, nullptr, own, 1, 0, nullptr);
