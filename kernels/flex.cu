@@ -398,7 +398,8 @@ __global__ void __launch_bounds__(kReduceThreads, 2)
       int4 v[kSendUnroll];
 #pragma unroll
       for (int u = 0; u < kSendUnroll; ++u)
-        if (base + u * kWarpSize < vecs_per_row) v[u] = detail::ld_stream(in + base + u * kWarpSize);
+        if (base + u * kWarpSize < vecs_per_row)
+          v[u] = detail::ld_stream(in + base + u * kWarpSize);
 #pragma unroll
       for (int u = 0; u < kSendUnroll; ++u) {
         if (base + u * kWarpSize >= vecs_per_row) continue;
@@ -609,9 +610,9 @@ void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int6
                      static_cast<int64_t>(rank) * max_tokens_per_rank * vecs_per_row);
 }
 
-void launch_flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank,
-                             int num_tokens, const int* permuted_row, int num_topk,
-                             int max_tokens_per_rank, int* row_src, cudaStream_t stream) {
+void launch_flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank, int num_tokens,
+                             const int* permuted_row, int num_topk, int max_tokens_per_rank,
+                             int* row_src, cudaStream_t stream) {
   constexpr const char* kFn = "launch_flex_own_row_src";
   using detail::require;
   check_common(kFn, rank, num_ranks, 8, max_tokens_per_rank, /*seq, unused here*/ 1);

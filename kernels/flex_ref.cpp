@@ -100,7 +100,8 @@ void flex_permute(int num_ranks, int max_tokens_per_rank, const uint16_t* recv_x
       continue;
     }
     if (src >= num_recv_rows + num_tokens)
-      throw std::invalid_argument("row_src entry past num_ranks * max_tokens_per_rank + num_tokens");
+      throw std::invalid_argument(
+          "row_src entry past num_ranks * max_tokens_per_rank + num_tokens");
     const uint16_t* in = src < num_recv_rows ? recv_x + static_cast<int64_t>(src) * hidden
                                              : x + (src - num_recv_rows) * hidden;
     for (int h = 0; h < hidden; ++h)

@@ -313,9 +313,9 @@ void launch_flex_dispatch_wait(int rank, int num_ranks, const FlexBuffers& own, 
 /// rank*T + s). row_src then indexes recv_x's R*T rows followed by x's rows, as
 /// launch_flex_permute reads it. token_slot_in_rank[num_tokens][num_ranks] from the rank's
 /// launch_flex_layout. Preconditions: (num_ranks + 1) * max_tokens_per_rank fits in int32.
-void launch_flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank,
-                             int num_tokens, const int* permuted_row, int num_topk,
-                             int max_tokens_per_rank, int* row_src, cudaStream_t stream);
+void launch_flex_own_row_src(int rank, int num_ranks, const int* token_slot_in_rank, int num_tokens,
+                             const int* permuted_row, int num_topk, int max_tokens_per_rank,
+                             int* row_src, cudaStream_t stream);
 
 /// The permute before the experts, one pass over two sources: out[r] = recv_x[row_src[r]] for
 /// row_src[r] < R*T, x[row_src[r] - R*T] above (the own tokens, see launch_flex_own_row_src),

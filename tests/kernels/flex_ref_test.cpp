@@ -51,8 +51,8 @@ std::vector<std::vector<uint16_t>> flex_step(std::vector<SourceRank>& src, int n
     ref::flex_own_row_src(d, num_ranks, src[d].slot.data(), num_tokens, permuted_row.data(),
                           num_topk, max_tokens, row_src.data());
     std::vector<uint16_t> rows(max_rows * hidden);
-    ref::flex_permute(num_ranks, max_tokens, own.recv_x.data(), src[d].x.data(), num_tokens,
-                      hidden, row_src.data(), nullptr, max_rows, rows.data());
+    ref::flex_permute(num_ranks, max_tokens, own.recv_x.data(), src[d].x.data(), num_tokens, hidden,
+                      row_src.data(), nullptr, max_rows, rows.data());
     for (int e = 0; e < epr; ++e)
       for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
         for (int h = 0; h < hidden; ++h)
@@ -268,9 +268,9 @@ TEST_CASE("flex dispatch sends rows only to the other ranks; the permute reads o
         if (slot < 0) continue;
         const int64_t row = static_cast<int64_t>(s) * T + slot;
         if (s != d)
-          wrong_rows += !std::equal(src[s].x.begin() + t * hidden,
-                                    src[s].x.begin() + (t + 1) * hidden,
-                                    own.recv_x.begin() + row * hidden);
+          wrong_rows +=
+              !std::equal(src[s].x.begin() + t * hidden, src[s].x.begin() + (t + 1) * hidden,
+                          own.recv_x.begin() + row * hidden);
         for (int k = 0; k < num_topk; ++k) {
           const int e = src[s].topk_idx[static_cast<size_t>(t) * num_topk + k];
           const int want = e / epr == d ? e % epr : -1;
@@ -279,8 +279,8 @@ TEST_CASE("flex dispatch sends rows only to the other ranks; the permute reads o
         own_tokens += s == d;
       }
     }
-    for (int64_t i = static_cast<int64_t>(d) * T * hidden; i < static_cast<int64_t>(d + 1) * T * hidden;
-         ++i)
+    for (int64_t i = static_cast<int64_t>(d) * T * hidden;
+         i < static_cast<int64_t>(d + 1) * T * hidden; ++i)
       written_own += own.recv_x[i] != kSentinel;
     CHECK(wrong_rows == 0);
     CHECK(wrong_meta == 0);
