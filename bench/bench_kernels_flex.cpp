@@ -125,6 +125,14 @@ void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out) {
                                  w.tokens, out.as<ek::bf16>(), num_sms, k.stream);
 }
 
+void own_row_src(World& w, int r) {
+  Rank& k = w.ranks[r];
+  const int R = static_cast<int>(w.ranks.size());
+  cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
+  ek::launch_flex_own_row_src(r, R, k.slots.as<int>(), w.tokens, k.permuted_row.as<int>(),
+                              w.shape.num_topk, w.tokens, k.row_src.as<int>(), k.stream);
+}
+
 void permute(World& w, int r) {
   Rank& k = w.ranks[r];
   const int R = static_cast<int>(w.ranks.size());
@@ -153,8 +161,7 @@ void setup_receive_side(World& w) {
                                K, L, 1, max_rows, k.permuted_row.as<int>(), k.row_src.as<int>(),
                                k.offsets.as<int>(), k.counts.as<int>(), k.recv_workspace.as<void>(),
                                k.stream);
-    ek::launch_flex_own_row_src(r, R, k.slots.as<int>(), w.tokens, k.permuted_row.as<int>(), K,
-                                w.tokens, k.row_src.as<int>(), k.stream);
+    own_row_src(w, r);
     int total = 0;
     cuda_check(cudaMemcpyAsync(&total, k.offsets.as<int>() + L, sizeof(int), cudaMemcpyDeviceToHost,
                                k.stream),
@@ -195,6 +202,7 @@ namespace {
 using flex::copies_sent;
 using flex::copies_to_others;
 using flex::kMB;
+using flex::own_row_src;
 using flex::permute;
 using flex::send_combine;
 using flex::send_dispatch;
@@ -244,6 +252,26 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
   setup_receive_side(w);
   int64_t expert_rows = 0;
   for (const auto& k : w.ranks) expert_rows += k.expert_rows;
+  // The own tokens' rows pointed at x (rewriting row_src again is idempotent): a few ints per
+  // token, so its bound is the launch floor of as many empty kernels. Bytes: the token's slot and
+  // its K permuted rows read, up to K row_src entries written.
+  {
+    int64_t own_tokens = 0;
+    for (int r = 0; r < R; ++r) own_tokens += w.ranks[r].per_rank_host[r];
+    const double own_bytes = 4.0 * R * tokens + 8.0 * shape.num_topk * own_tokens;
+    const double t_o = median_time_us(
+        [&] {
+          for (int r = 0; r < R; ++r) own_row_src(w, r);
+        },
+        stream, timing);
+    const double floor_o = median_time_us(
+        [&] {
+          for (int r = 0; r < R; ++r) launch_empty_kernel(stream);
+        },
+        stream, timing);
+    add_row(report, {"flex_own_row_src", shape.model, "ep" + std::to_string(R) + " /launch", tokens,
+                     t_o, own_bytes / kMB, -1, floor_o});
+  }
   // Receive-side permute (compute side, all SMs): one row read (from recv_x or, for the own
   // tokens, from x) and written per expert row; bound: a device-to-device copy of the same bytes.
   {

@@ -62,6 +62,8 @@ void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out);
 /// rows pointed at x) and fill expert_out with the permuted rows (stand-in for the expert MLP; the
 /// combine reads it like real output).
 void setup_receive_side(World& w);
+/// Launches rank r's rewrite of its own tokens' rows in row_src (launch_flex_own_row_src).
+void own_row_src(World& w, int r);
 /// Launches rank r's receive-side permute of its received rows (and own tokens from x) into
 /// expert_out, as setup_receive_side left the layout; all SMs.
 void permute(World& w, int r);
