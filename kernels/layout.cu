@@ -4,20 +4,16 @@
 // its rank inside the chunk, and a scan over chunks gives the chunk's base.
 //
 // These kernels move well under 2 MB, so their cost is launches and dependent latencies, not
-// bytes. Up to kFusedMaxTokens tokens (and kFusedMaxBins bins) each launcher is therefore ONE
-// kernel on one thread-block cluster of kClusterBlocks SMs: every block counts a contiguous range
-// of tokens in shared memory, the cluster synchronises, every block reads the others' counts
-// through distributed shared memory (bin totals, its own base), scans the padded totals, and
-// places its tokens sub-chunk by sub-chunk. Larger inputs take the multi-kernel path (count per
-// chunk over the whole GPU, scan, place).
-#include <string>
-
-#include <cooperative_groups.h>
+// bytes. Small inputs (the common case: up to 32768 tokens) therefore take ONE kernel on one
+// thread-block cluster (layout_fused.cu); larger ones the multi-kernel path here (count per chunk
+// over the whole GPU, scan, place). The launchers are timed per call in the benchmarks, so their
+// argument checks build no message unless one fails.
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/check.hpp"
 #include "kernels/device_utils.cuh"
 #include "kernels/launchers.hpp"
+#include "kernels/layout_fused.hpp"
 
 namespace epo::kernels {
 
@@ -203,192 +199,6 @@ __global__ void __launch_bounds__(kChunkTokens)
   }
 }
 
-// ---- single-kernel layouts on one cluster ------------------------------------------------------
-
-constexpr int kClusterBlocks = 8;   // the portable cluster size: 8 SMs of one GPC, co-scheduled
-constexpr int kFusedThreads = 512;  // tokens per sub-chunk, one thread each
-constexpr int kFusedWarps = kFusedThreads / 32;
-constexpr int kFusedMaxBins = 256;
-constexpr int kFusedMaxTokens = 32768;  // at most 8 sub-chunks per block
-
-struct FusedOutputs {
-  int* permuted_row = nullptr;   // kExpert: [num_tokens][num_topk]
-  int* row_src_token = nullptr;  // kExpert: [max_rows]
-  int64_t max_rows = 0;
-  int* bin_offsets = nullptr;  // kExpert: [num_bins + 1], padded to align
-  int align = 1;
-  int* num_per_bin = nullptr;  // [num_bins]
-  int* slot_in_bin = nullptr;  // kRank: [num_tokens][num_bins]
-};
-
-template <BinMode kMode>
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedThreads)
-    fused_bin_kernel(BinArgs a, FusedOutputs o) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int me = static_cast<int>(cluster.block_rank());
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  using BlockScan = cub::BlockScan<int, kFusedThreads>;
-  __shared__ typename BlockScan::TempStorage scan_storage;
-  __shared__ int block_count[kFusedMaxBins];  // entries of this block's tokens per bin
-  __shared__ int bin_base[kFusedMaxBins];     // first row (slot) of this block's next sub-chunk
-  // Sub-chunk bitmap and per-warp prefix, [bin][warp] padded so lanes on different bins of one
-  // warp hit different banks.
-  __shared__ unsigned int bits[kFusedMaxBins][kFusedWarps + 1];
-  __shared__ int warp_prefix[kFusedMaxBins][kFusedWarps + 1];
-
-  // Contiguous token range of this block, whole sub-chunks.
-  const int per_block = ((a.num_tokens + kClusterBlocks - 1) / kClusterBlocks + kFusedThreads - 1) /
-                        kFusedThreads * kFusedThreads;
-  const int begin = min(a.num_tokens, me * per_block);
-  const int end = min(a.num_tokens, begin + per_block);
-
-  // Count (and clear row_src_token: ordered before any block's placement by the cluster barrier).
-  for (int i = tid; i < a.num_bins; i += kFusedThreads) block_count[i] = 0;
-  if (kMode == BinMode::kExpert)
-    for (int64_t r = static_cast<int64_t>(me) * kFusedThreads + tid; r < o.max_rows;
-         r += static_cast<int64_t>(kClusterBlocks) * kFusedThreads)
-      o.row_src_token[r] = -1;
-  __syncthreads();
-  for (int t = begin + tid; t < end; t += kFusedThreads) {
-    if (!token_valid(a, t)) continue;
-    uint64_t seen = 0;  // ranks already counted for this token (kRank)
-    for (int k = 0; k < a.num_topk; ++k) {
-      const int e = a.topk_idx[static_cast<int64_t>(t) * a.num_topk + k];
-      if (e < 0) continue;
-      const int bin = bin_of(a, e, kMode);
-      if (kMode == BinMode::kRank) {
-        if ((seen >> bin) & 1ull) continue;
-        seen |= 1ull << bin;
-      }
-      atomicAdd(&block_count[bin], 1);
-    }
-  }
-  if (kMode == BinMode::kExpert) __threadfence();  // the -1 fill lands before any placement
-  cluster.sync();
-
-  // Bin totals over the cluster, this block's base inside each bin, padded offsets.
-  int total = 0, before = 0, padded = 0;
-  if (tid < a.num_bins) {
-    for (int r = 0; r < kClusterBlocks; ++r) {
-      const int n = *cluster.map_shared_rank(&block_count[tid], r);
-      total += n;
-      if (r < me) before += n;
-    }
-    padded = kMode == BinMode::kExpert ? (total + o.align - 1) / o.align * o.align : total;
-  }
-  int exclusive = 0, sum = 0;
-  BlockScan(scan_storage).ExclusiveSum(padded, exclusive, sum);
-  if (tid < a.num_bins) {
-    bin_base[tid] = (kMode == BinMode::kExpert ? exclusive : 0) + before;
-    if (me == 0) {
-      o.num_per_bin[tid] = total;
-      if (kMode == BinMode::kExpert) o.bin_offsets[tid] = exclusive;
-    }
-  }
-  if (kMode == BinMode::kExpert && me == 0 && tid == 0) o.bin_offsets[a.num_bins] = sum;
-  cluster.sync();  // every block has read block_count: none may leave before
-
-  // Place, sub-chunk by sub-chunk (token order inside a bin: blocks, sub-chunks, warps, lanes).
-  const unsigned int lower_lanes = (1u << lane) - 1u;
-  for (int chunk = begin; chunk < end; chunk += kFusedThreads) {
-    for (int i = tid; i < a.num_bins * (kFusedWarps + 1); i += kFusedThreads) (&bits[0][0])[i] = 0;
-    __syncthreads();
-    const int t = chunk + tid;
-    const bool in_range = t < end;
-    const bool valid = in_range && token_valid(a, t);
-    if (valid) {
-      for (int k = 0; k < a.num_topk; ++k) {
-        const int e = a.topk_idx[static_cast<int64_t>(t) * a.num_topk + k];
-        if (e >= 0) atomicOr(&bits[bin_of(a, e, kMode)][warp], 1u << lane);
-      }
-    }
-    __syncthreads();
-    int chunk_total = 0;
-    if (tid < a.num_bins) {
-      for (int w = 0; w < kFusedWarps; ++w) {
-        warp_prefix[tid][w] = chunk_total;
-        chunk_total += __popc(bits[tid][w]);
-      }
-    }
-    __syncthreads();
-    auto position = [&](int bin) {
-      return bin_base[bin] + warp_prefix[bin][warp] + __popc(bits[bin][warp] & lower_lanes);
-    };
-    if (in_range) {
-      if (kMode == BinMode::kExpert) {
-        for (int k = 0; k < a.num_topk; ++k) {
-          const int64_t i = static_cast<int64_t>(t) * a.num_topk + k;
-          const int e = a.topk_idx[i];
-          if (!valid || e < 0) {
-            o.permuted_row[i] = -1;
-            continue;
-          }
-          const int row = position(e);
-          o.permuted_row[i] = row;
-          o.row_src_token[row] = t;
-        }
-      } else {
-        uint64_t ranks = 0;
-        if (valid) {
-          for (int k = 0; k < a.num_topk; ++k) {
-            const int e = a.topk_idx[static_cast<int64_t>(t) * a.num_topk + k];
-            if (e >= 0) ranks |= 1ull << (e / a.experts_per_rank);
-          }
-        }
-        for (int r = 0; r < a.num_bins; ++r)
-          o.slot_in_bin[static_cast<int64_t>(t) * a.num_bins + r] =
-              ((ranks >> r) & 1ull) ? position(r) : -1;
-      }
-    }
-    __syncthreads();  // positions read before the bases move and the bitmap is cleared
-    if (tid < a.num_bins) bin_base[tid] += chunk_total;
-  }
-}
-
-// Counts of dispatch_layout on one cluster: shared histograms per block, summed by block 0 through
-// distributed shared memory (no zeroing of the outputs, no global atomics).
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedThreads)
-    fused_dispatch_layout_kernel(const int* __restrict__ topk_idx, int num_tokens, int num_topk,
-                                 int num_experts, int num_ranks, int* num_tokens_per_expert,
-                                 int* num_tokens_per_rank, uint8_t* __restrict__ is_token_in_rank) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int me = static_cast<int>(cluster.block_rank());
-  extern __shared__ int shared_counts[];  // [num_experts + num_ranks]
-  for (int i = threadIdx.x; i < num_experts + num_ranks; i += kFusedThreads) shared_counts[i] = 0;
-  __syncthreads();
-  const int experts_per_rank = num_experts / num_ranks;
-  for (int t = me * kFusedThreads + threadIdx.x; t < num_tokens;
-       t += kClusterBlocks * kFusedThreads) {
-    uint64_t ranks = 0;
-    for (int k = 0; k < num_topk; ++k) {
-      const int e = topk_idx[static_cast<int64_t>(t) * num_topk + k];
-      if (e < 0) continue;
-      atomicAdd(&shared_counts[e], 1);
-      ranks |= 1ull << (e / experts_per_rank);
-    }
-    for (int r = 0; r < num_ranks; ++r) {
-      const bool in = (ranks >> r) & 1ull;
-      is_token_in_rank[static_cast<int64_t>(t) * num_ranks + r] = in ? 1 : 0;
-      if (in) atomicAdd(&shared_counts[num_experts + r], 1);
-    }
-  }
-  cluster.sync();
-  // Each block sums a share of the bins over the cluster.
-  for (int i = me * kFusedThreads + threadIdx.x; i < num_experts + num_ranks;
-       i += kClusterBlocks * kFusedThreads) {
-    int total = 0;
-    for (int r = 0; r < kClusterBlocks; ++r)
-      total += *cluster.map_shared_rank(&shared_counts[i], r);
-    if (i < num_experts)
-      num_tokens_per_expert[i] = total;
-    else
-      num_tokens_per_rank[i - num_experts] = total;
-  }
-  cluster.sync();  // every block has read the others' histograms: none may leave before
-}
-
 // ---- receive-side chunk sort --------------------------------------------------------------------
 
 // One block: per-expert totals and padded offsets of counts[num_src][num_local_experts].
@@ -461,31 +271,32 @@ __global__ void chunk_fill_kernel(const int* __restrict__ counts, int num_src,
   }
 }
 
+// Argument check of the launchers: the message is built only on failure, since a layout call is
+// a few microseconds and its host time counts.
+void check_arg(bool ok, const char* function, const char* what) {
+  if (!ok) detail::throw_invalid(function, what);
+}
+static_assert(kMaxRanks == 64 && kMaxLayoutBins == 1024, "update the range messages below");
+
 }  // namespace
 
 void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
                             int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                             uint8_t* is_token_in_rank, cudaStream_t stream) {
   constexpr const char* kFn = "launch_dispatch_layout";
-  using detail::require;
-  require(num_tokens >= 0, kFn, "num_tokens must be >= 0");
-  require(num_topk >= 1, kFn, "num_topk must be >= 1");
-  require(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
-  require(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
-          "num_ranks must divide num_experts");
+  check_arg(num_tokens >= 0, kFn, "num_tokens must be >= 0");
+  check_arg(num_topk >= 1, kFn, "num_topk must be >= 1");
+  check_arg(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
+  check_arg(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
+            "num_ranks must divide num_experts");
   detail::require_pointer(num_tokens_per_expert, kFn, "num_tokens_per_expert");
   detail::require_pointer(num_tokens_per_rank, kFn, "num_tokens_per_rank");
   if (num_tokens > 0) detail::require_pointer(topk_idx, kFn, "topk_idx");
   if (num_tokens > 0) detail::require_pointer(is_token_in_rank, kFn, "is_token_in_rank");
-  const size_t fused_shared = sizeof(int) * (num_experts + num_ranks);
-  if (num_tokens <= kFusedMaxTokens && fused_shared <= 48 * 1024) {
-    // One kernel: no memsets, no global atomics (see the file comment).
-    fused_dispatch_layout_kernel<<<kClusterBlocks, kFusedThreads, fused_shared, stream>>>(
-        topk_idx, num_tokens, num_topk, num_experts, num_ranks, num_tokens_per_expert,
-        num_tokens_per_rank, is_token_in_rank);
-    EPO_CUDA_CHECK_LAUNCH();
+  if (detail::try_fused_dispatch_layout(topk_idx, num_tokens, num_topk, num_experts, num_ranks,
+                                        num_tokens_per_expert, num_tokens_per_rank,
+                                        is_token_in_rank, stream))
     return;
-  }
   EPO_CUDA_CHECK(cudaMemsetAsync(num_tokens_per_expert, 0, sizeof(int) * num_experts, stream));
   EPO_CUDA_CHECK(cudaMemsetAsync(num_tokens_per_rank, 0, sizeof(int) * num_ranks, stream));
   if (num_tokens == 0) return;
@@ -493,7 +304,7 @@ void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, i
   detail::require_pointer(is_token_in_rank, kFn, "is_token_in_rank");
   constexpr int kThreads = 256;
   const size_t shared = sizeof(int) * (num_experts + num_ranks);
-  require(shared <= 48 * 1024, kFn, "num_experts too large for the shared histogram");
+  check_arg(shared <= 48 * 1024, kFn, "num_experts too large for the shared histogram");
   dispatch_layout_kernel<<<(num_tokens + kThreads - 1) / kThreads, kThreads, shared, stream>>>(
       topk_idx, num_tokens, num_topk, num_experts, num_ranks, num_tokens_per_expert,
       num_tokens_per_rank, is_token_in_rank);
@@ -506,16 +317,15 @@ void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segmen
                             int* expert_offsets, int* num_tokens_per_expert, void* workspace,
                             cudaStream_t stream) {
   constexpr const char* kFn = "launch_alltoall_layout";
-  using detail::require;
-  require(num_tokens >= 0, kFn, "num_tokens must be >= 0");
-  require(num_topk >= 1, kFn, "num_topk must be >= 1");
-  require(num_experts >= 1 && num_experts <= kMaxLayoutBins, kFn,
-          "num_experts must be in [1, " + std::to_string(kMaxLayoutBins) + "]");
-  require(align >= 1, kFn, "align must be >= 1");
-  require(num_valid_per_segment == nullptr || segment_len >= 1, kFn, "segment_len must be >= 1");
-  require(max_rows >= alltoall_layout_max_rows(num_tokens, num_topk, num_experts, align), kFn,
-          "max_rows must be >= num_tokens*num_topk + num_experts*(align-1)");
-  require(max_rows < (int64_t{1} << 31), kFn, "max_rows must fit in int32");
+  check_arg(num_tokens >= 0, kFn, "num_tokens must be >= 0");
+  check_arg(num_topk >= 1, kFn, "num_topk must be >= 1");
+  check_arg(num_experts >= 1 && num_experts <= kMaxLayoutBins, kFn,
+            "num_experts must be in [1, 1024]");
+  check_arg(align >= 1, kFn, "align must be >= 1");
+  check_arg(num_valid_per_segment == nullptr || segment_len >= 1, kFn, "segment_len must be >= 1");
+  check_arg(max_rows >= alltoall_layout_max_rows(num_tokens, num_topk, num_experts, align), kFn,
+            "max_rows must be >= num_tokens*num_topk + num_experts*(align-1)");
+  check_arg(max_rows < (int64_t{1} << 31), kFn, "max_rows must fit in int32");
   detail::require_pointer(expert_offsets, kFn, "expert_offsets");
   detail::require_pointer(num_tokens_per_expert, kFn, "num_tokens_per_expert");
   detail::require_pointer(workspace, kFn, "workspace");
@@ -524,20 +334,11 @@ void launch_alltoall_layout(const int* topk_idx, const int* num_valid_per_segmen
     detail::require_pointer(topk_idx, kFn, "topk_idx");
     detail::require_pointer(permuted_row, kFn, "permuted_row");
   }
-  BinArgs args{topk_idx, num_valid_per_segment, segment_len, num_tokens, num_topk, num_experts, 1};
-  if (num_tokens <= kFusedMaxTokens && num_experts <= kFusedMaxBins) {
-    // One kernel; it also writes -1 into row_src_token (see the file comment).
-    FusedOutputs out{};
-    out.permuted_row = permuted_row;
-    out.row_src_token = row_src_token;
-    out.max_rows = max_rows;
-    out.bin_offsets = expert_offsets;
-    out.align = align;
-    out.num_per_bin = num_tokens_per_expert;
-    fused_bin_kernel<BinMode::kExpert><<<kClusterBlocks, kFusedThreads, 0, stream>>>(args, out);
-    EPO_CUDA_CHECK_LAUNCH();
+  if (detail::try_fused_alltoall_layout(
+          topk_idx, num_valid_per_segment, segment_len, num_tokens, num_topk, num_experts, align,
+          max_rows, permuted_row, row_src_token, expert_offsets, num_tokens_per_expert, stream))
     return;
-  }
+  BinArgs args{topk_idx, num_valid_per_segment, segment_len, num_tokens, num_topk, num_experts, 1};
   if (max_rows > 0)
     EPO_CUDA_CHECK(cudaMemsetAsync(row_src_token, 0xff, sizeof(int) * max_rows, stream));
   const int num_chunks = (num_tokens + kChunkTokens - 1) / kChunkTokens;
@@ -568,12 +369,11 @@ void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int n
                         int num_ranks, int* token_slot_in_rank, int* num_tokens_per_rank,
                         void* workspace, cudaStream_t stream) {
   constexpr const char* kFn = "launch_flex_layout";
-  using detail::require;
-  require(num_tokens >= 0, kFn, "num_tokens must be >= 0");
-  require(num_topk >= 1, kFn, "num_topk must be >= 1");
-  require(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
-  require(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
-          "num_ranks must divide num_experts");
+  check_arg(num_tokens >= 0, kFn, "num_tokens must be >= 0");
+  check_arg(num_topk >= 1, kFn, "num_topk must be >= 1");
+  check_arg(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
+  check_arg(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
+            "num_ranks must divide num_experts");
   detail::require_pointer(num_tokens_per_rank, kFn, "num_tokens_per_rank");
   detail::require_pointer(workspace, kFn, "workspace");
   BinArgs args{topk_idx, nullptr, 1, num_tokens, num_topk, num_ranks, num_experts / num_ranks};
@@ -581,15 +381,9 @@ void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int n
     detail::require_pointer(topk_idx, kFn, "topk_idx");
     detail::require_pointer(token_slot_in_rank, kFn, "token_slot_in_rank");
   }
-  if (num_tokens <= kFusedMaxTokens && num_ranks <= kFusedMaxBins) {
-    FusedOutputs out{};
-    out.align = 1;
-    out.num_per_bin = num_tokens_per_rank;
-    out.slot_in_bin = token_slot_in_rank;
-    fused_bin_kernel<BinMode::kRank><<<kClusterBlocks, kFusedThreads, 0, stream>>>(args, out);
-    EPO_CUDA_CHECK_LAUNCH();
+  if (detail::try_fused_flex_layout(topk_idx, num_tokens, num_topk, num_experts, num_ranks,
+                                    token_slot_in_rank, num_tokens_per_rank, stream))
     return;
-  }
   const int num_chunks = (num_tokens + kChunkTokens - 1) / kChunkTokens;
   int* chunk_counts = static_cast<int*>(workspace);
   if (num_chunks > 0) {
@@ -616,13 +410,12 @@ void launch_sort_chunks_layout(const int* num_tokens_per_src_expert, int num_src
                                int* expert_offsets, int* num_tokens_per_expert,
                                cudaStream_t stream) {
   constexpr const char* kFn = "launch_sort_chunks_layout";
-  using detail::require;
-  require(num_src_ranks >= 1, kFn, "num_src_ranks must be >= 1");
-  require(num_local_experts >= 1, kFn, "num_local_experts must be >= 1");
-  require(align >= 1, kFn, "align must be >= 1");
-  require(max_in_rows >= 0 && max_out_rows >= max_in_rows, kFn,
-          "max_out_rows must be >= max_in_rows >= 0");
-  require(max_out_rows < (int64_t{1} << 31), kFn, "max_out_rows must fit in int32");
+  check_arg(num_src_ranks >= 1, kFn, "num_src_ranks must be >= 1");
+  check_arg(num_local_experts >= 1, kFn, "num_local_experts must be >= 1");
+  check_arg(align >= 1, kFn, "align must be >= 1");
+  check_arg(max_in_rows >= 0 && max_out_rows >= max_in_rows, kFn,
+            "max_out_rows must be >= max_in_rows >= 0");
+  check_arg(max_out_rows < (int64_t{1} << 31), kFn, "max_out_rows must fit in int32");
   detail::require_pointer(num_tokens_per_src_expert, kFn, "num_tokens_per_src_expert");
   detail::require_pointer(expert_offsets, kFn, "expert_offsets");
   detail::require_pointer(num_tokens_per_expert, kFn, "num_tokens_per_expert");
