@@ -5,10 +5,16 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 
 #include "executor/gpu_check.hpp"
+#include "executor/host_affinity.hpp"
 
 namespace epo::exec {
 
@@ -54,6 +60,45 @@ nlohmann::json context_json(int device, const std::string& command_line,
 
 void set_device_max_connections(int connections) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(connections).c_str(), 1);
+}
+
+std::string pin_thread_near_gpu(int device) {
+  const std::string who = "host thread of GPU " + std::to_string(device);
+  if (const char* env = std::getenv("EPO_PIN_HOST"); env && std::string(env) == "0")
+    return who + " not pinned (EPO_PIN_HOST=0)";
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) {
+    cudaGetLastError();
+    return who + " not pinned: no PCI bus id";
+  }
+  std::string id(bus);
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::ifstream in("/sys/bus/pci/devices/" + id + "/local_cpulist");
+  std::string list;
+  if (!in || !std::getline(in, list)) return who + " not pinned: no local_cpulist for " + id;
+  std::vector<int> local;
+  try {
+    local = parse_cpu_list(list, "local_cpulist of " + id);
+  } catch (const std::exception& e) {
+    return who + " not pinned: " + e.what();
+  }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    return who + " not pinned: sched_getaffinity failed";
+  cpu_set_t want;
+  CPU_ZERO(&want);
+  std::vector<int> chosen;
+  for (int c : local)
+    if (c < CPU_SETSIZE && CPU_ISSET(c, &allowed)) {
+      CPU_SET(c, &want);
+      chosen.push_back(c);
+    }
+  if (chosen.empty())
+    return who + " not pinned: none of its local CPUs (" + list + ") is allowed to this process";
+  if (sched_setaffinity(0, sizeof want, &want) != 0)
+    return who + " not pinned: sched_setaffinity failed";
+  return who + " pinned to CPUs " + format_cpu_list(chosen) + " (local to " + id + ")";
 }
 
 }  // namespace epo::exec

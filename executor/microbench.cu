@@ -10,6 +10,7 @@
 #include "executor/gemm.hpp"
 #include "executor/gpu_check.hpp"
 #include "executor/gpu_resources.hpp"
+#include "executor/host_affinity.hpp"
 #include "executor/microbench_detail.hpp"
 #include "kernels/launchers.hpp"
 
@@ -47,11 +48,13 @@ std::vector<T> or_default(const std::vector<T>& v, std::vector<T> d) {
 nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProgress& progress) {
   ScopedOp scope(-1, "calibration benchmarks");
   EPO_CHECK_CUDA(cudaSetDevice(o.device));
+  const std::string placed = pin_thread_near_gpu(o.device);
   nlohmann::json doc = {{"schema_version", kSamplesSchemaVersion},
                         {"kind", "samples"},
                         {"context", context_json(o.device, o.command_line, o.git_revision)},
                         {"unmeasured", nlohmann::json::array()},
                         {"samples", nlohmann::json::array()}};
+  doc["context"]["host_thread"] = placed;
   auto& samples = doc["samples"];
   auto& unmeasured = doc["unmeasured"];
   cudaDeviceProp prop{};

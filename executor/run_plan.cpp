@@ -11,6 +11,7 @@
 
 #include "executor/context.hpp"
 #include "executor/gpu_check.hpp"
+#include "executor/host_affinity.hpp"
 #include "executor/layer_ops.hpp"
 #include "executor/process_layout.hpp"
 #include "executor/run.hpp"
@@ -48,6 +49,7 @@ struct Shared {
   std::vector<std::int64_t> memory;
   std::vector<FlexState*> flex;
   double raw_alltoall_us = 0;
+  std::vector<std::string> placement;  ///< where each GPU's issuing host thread runs
 };
 
 RankSetup setup_for(const Plan& p, int rank, int device) {
@@ -126,6 +128,7 @@ void run_group(const Plan& p, Group& g, Shared& shared, const std::function<void
 
 void run_virtual(const Plan& p, Shared& shared) {
   EPO_CHECK_CUDA(cudaSetDevice(0));
+  shared.placement.push_back(pin_thread_near_gpu(0));
   std::vector<std::unique_ptr<RankState>> ranks;
   Group g;
   for (int r = 0; r < p.ranks; ++r) {
@@ -165,6 +168,11 @@ void run_threads(const Plan& p, Shared& shared, ProcessGroup* group) {
       try {
         ScopedOp scope(r, "setup");
         EPO_CHECK_CUDA(cudaSetDevice(device_of(i)));
+        {
+          const std::string placed = pin_thread_near_gpu(device_of(i));
+          std::lock_guard<std::mutex> lock(shared.mu);
+          shared.placement.push_back(placed);
+        }
         if (flex)  // the GPUs of this process; other processes' through IPC
           for (int j = 0; j < n; ++j) {
             if (j == i) continue;
@@ -343,6 +351,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
     return result;
   }
   if (options.check) check_against_reference(p, shared, result);
+  for (const auto& placed : shared.placement) result.notes.push_back(placed);
   result.notes.push_back(std::string("core attention: ") + kCoreAttentionNote);
   result.notes.push_back("LayerNorms and the router's gradient are left out; the LM head and "
                          "embedding are a seeded input and a seeded output gradient");

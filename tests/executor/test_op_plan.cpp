@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "catch.hpp"
+#include "executor/host_affinity.hpp"
 #include "executor/op_plan.hpp"
 #include "executor/run.hpp"
 #include "fixtures.hpp"
@@ -149,4 +150,15 @@ TEST_CASE("expert GEMM path: automatic follows the mean rows per local expert") 
                  exec::ExpertGemm::grouped, exec::ExpertGemm::streams})
     CHECK(model::parse_expert_gemm(model::to_string(g), "test") == g);
   CHECK_THROWS_AS(model::parse_expert_gemm("cutlass", "--expert-gemm"), Error);
+}
+
+TEST_CASE("CPU lists of the GPU's local CPUs are read and written as Linux writes them") {
+  CHECK(exec::parse_cpu_list("0-3,8,10-11\n", "t") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(exec::parse_cpu_list("5", "t") == std::vector<int>{5});
+  CHECK(exec::parse_cpu_list("", "t").empty());
+  CHECK(exec::parse_cpu_list("4-5,0-1,5", "t") == std::vector<int>{0, 1, 4, 5});
+  CHECK(exec::format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
+  CHECK(exec::format_cpu_list({}).empty());
+  CHECK_THROWS_AS(exec::parse_cpu_list("3-1", "t"), Error);
+  CHECK_THROWS_AS(exec::parse_cpu_list("a-b", "t"), Error);
 }
