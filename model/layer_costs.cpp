@@ -255,20 +255,23 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     const double ag_copies = static_cast<double>(b.p_.ep);  // every rank receives every token
     const double fwd_copies = allgather ? ag_copies : copies;
     // Kernels per rank of the executor's local transport (executor/transport.cpp): alltoall
-    // dispatch uploads the counts and copies; flex dispatch sends, waits, lays out and downloads
-    // the counts; flex combine sends, waits and reduces; flex's backward combine sends and waits.
+    // dispatch uploads the counts and copies; flex dispatch sends, waits, lays out, points its own
+    // tokens' rows at them and downloads the counts; flex combine sends, waits and reduces; flex's
+    // backward combine sends and waits.
     const bool vr = b.cfg_.virtual_ranks > 0;
-    std::vector<Component> di_f{b.exchange("dispatch.tokens", fwd_copies, s.dispatch_bytes, flex,
-                                           flex ? 4 : 2)};
-    // The flex combine direction moves one row per (token, expert rank), the mlp op having reduced
-    // over local experts; a rank's own rows stay in place. exchange() counts every copy between
-    // virtual ranks (their local transport copies the own share), so flex passes the others' share.
+    // Flex moves one row per (token, other rank) in both directions: a rank's own rows are read
+    // in place (the mlp op reduces over local experts before the combine, and permutes its own
+    // tokens straight from their source). exchange() counts every copy between virtual ranks
+    // (their local transport copies the own share), so flex passes the others' share.
     const double R = b.p_.ep;
-    const double back_copies = flex && vr ? copies * (R - 1) / R : fwd_copies;
+    const double sent_copies = flex && vr ? copies * (R - 1) / R : fwd_copies;
+    std::vector<Component> di_f{b.exchange("dispatch.tokens", sent_copies, s.dispatch_bytes, flex,
+                                           flex ? 5 : 2)};
     std::vector<Component> di_b{
-        b.exchange("dispatch.bwd.grads", back_copies, 2.0, flex, flex ? 3 : 2)};
-    std::vector<Component> co_f{b.exchange("combine.tokens", back_copies, 2.0, flex, flex ? 3 : 1)};
-    std::vector<Component> co_b{b.exchange("combine.bwd.grads", fwd_copies, 2.0, flex, flex ? 2 : 1)};
+        b.exchange("dispatch.bwd.grads", sent_copies, 2.0, flex, flex ? 3 : 2)};
+    std::vector<Component> co_f{b.exchange("combine.tokens", sent_copies, 2.0, flex, flex ? 3 : 1)};
+    std::vector<Component> co_b{
+        b.exchange("combine.bwd.grads", sent_copies, 2.0, flex, flex ? 2 : 1)};
     // Between virtual ranks the probabilities travel with the tokens' layout, not on their own.
     if (!flex && !vr) {
       di_f.push_back(b.exchange("dispatch.probs", copies, 4.0 / h, false));
