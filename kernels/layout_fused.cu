@@ -37,7 +37,7 @@ constexpr int kClusterBlocks = 8;   // the portable cluster size
 constexpr int kFusedThreads = 512;  // tokens per sub-chunk, one thread each
 constexpr int kFusedWarps = kFusedThreads / 32;
 constexpr int kFusedMaxTokens = 32768;  // at most 8 sub-chunks per block
-constexpr int kFusedMaxExperts = 256;   // alltoall bins: one owner thread each, uint8 staging
+constexpr int kFusedMaxExperts = 256;   // alltoall bins: one owner thread each
 constexpr int kFusedMaxTopk = 8;        // alltoall: a token's experts stay in registers
 constexpr unsigned int kFullMask = 0xffffffffu;
 
@@ -281,9 +281,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   // padded so the owners (consecutive bins) hit different banks.
   __shared__ __align__(16) unsigned int bits[kBins][kFusedWarps + 1];
   __shared__ uint16_t warp_first[kBins][kFusedWarps + 1];
-  // kExpert staging, in row order: token (offset in the sub-chunk) and bin of each entry.
-  __shared__ uint16_t stage_token[kStage];
-  __shared__ uint8_t stage_bin[kStage];
+  // kExpert staging, in row order: bin << 16 | token offset in the sub-chunk, of each entry.
+  __shared__ uint32_t stage[kStage];
 
   // Contiguous token range of this block, whole sub-chunks.
   const int per_block = ((a.num_tokens + kClusterBlocks - 1) / kClusterBlocks + kFusedThreads - 1) /
@@ -418,8 +417,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
           if (b >= 0) {
             const int index = warp_first[b][warp] + __popc(bits[b][warp] & lower_lanes);
             rows[k] = index + row_shift[b];
-            stage_token[index] = static_cast<uint16_t>(tid);
-            stage_bin[index] = static_cast<uint8_t>(b);
+            stage[index] = static_cast<uint32_t>(b) << 16 | static_cast<uint32_t>(tid);
           }
         }
         store_topk(o.permuted_row + static_cast<int64_t>(t) * a.num_topk, a.num_topk,
@@ -427,8 +425,10 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
       }
       __syncthreads();
       // Staging order is row order inside a bin: a warp writes runs of consecutive rows.
-      for (int i = tid; i < chunk_entries; i += kFusedThreads)
-        o.row_src_token[i + row_shift[stage_bin[i]]] = chunk + stage_token[i];
+      for (int i = tid; i < chunk_entries; i += kFusedThreads) {
+        const uint32_t entry = stage[i];
+        o.row_src_token[i + row_shift[entry >> 16]] = chunk + static_cast<int>(entry & 0xffffu);
+      }
     } else {
       if (t < end)
         store_row(o.slot_in_bin + static_cast<int64_t>(t) * a.num_bins, a.num_bins, o.slot_vec,
