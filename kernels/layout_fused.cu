@@ -10,9 +10,9 @@
 // other's counts through distributed shared memory (bin totals, their own base); the padded bin
 // offsets are a block scan. Up to kClusterBlocks * kFusedThreads tokens every block has a single
 // sub-chunk whose bitmap and top-k row (kept in registers) serve both the count and the placement,
-// so topk_idx is read once. No memset, no workspace, no global atomics; the cluster barrier that
-// keeps a block's shared counts alive while others read them is split (arrive after the reads,
-// wait at exit) so only one barrier is on the critical path.
+// so topk_idx is read once. No memset, no workspace, no global atomics; in the alltoall and flex
+// kernels the cluster barrier that keeps a block's shared counts alive while others read them is
+// split (arrive after the reads, wait at exit), so one barrier is on the critical path.
 //
 // Memory instructions per SM: rows of topk_idx, permuted_row and token_slot_in_rank move as 16-
 // (or 8-) byte vectors when the row length and the pointer allow; the alltoall's row_src_token goes
@@ -37,7 +37,7 @@ constexpr int kClusterBlocks = 8;   // the portable cluster size
 constexpr int kFusedThreads = 512;  // tokens per sub-chunk, one thread each
 constexpr int kFusedWarps = kFusedThreads / 32;
 constexpr int kFusedMaxTokens = 32768;  // at most 8 sub-chunks per block
-constexpr int kFusedMaxExperts = 256;   // alltoall bins: one owner thread each
+constexpr int kFusedMaxExperts = 256;   // alltoall bins: one owner thread; 44.6 KB shared
 constexpr int kFusedMaxTopk = 8;        // alltoall: a token's experts stay in registers
 constexpr unsigned int kFullMask = 0xffffffffu;
 
