@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -10,6 +11,7 @@
 #include "kernels/kernel_types.hpp"
 #include "model/cost.hpp"
 #include "model/error.hpp"
+#include "model/routing_stats.hpp"
 
 namespace epo::exec {
 
@@ -167,6 +169,16 @@ ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp) {
   for (int r : sp.loc_rows) rows += r;
   const double mean = static_cast<double>(rows) / static_cast<double>(sp.loc_rows.size());
   return mean < model::kGroupedLaunchMaxRowsPerExpert ? ExpertGemm::grouped : ExpertGemm::per_expert;
+}
+
+std::vector<float> routing_score_bias(const model::Config& cfg, int num_experts) {
+  std::vector<float> bias(static_cast<std::size_t>(std::max(0, num_experts)), 0.0f);
+  if (cfg.opt.routing.kind != model::RoutingKind::skewed || num_experts <= 0) return bias;
+  const auto pop = model::expert_popularity(num_experts, model::RoutingKind::skewed,
+                                            cfg.opt.routing.skew, cfg.opt.routing.seed);
+  const double top = *std::max_element(pop.begin(), pop.end());
+  for (std::size_t e = 0; e < bias.size(); ++e) bias[e] = static_cast<float>(std::log(pop[e] / top));
+  return bias;
 }
 
 int activation_slots(const model::Schedule& schedule) {

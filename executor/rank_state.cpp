@@ -257,12 +257,10 @@ void RankState::init_weights() {
     }
   }
   launch_fill_f32(ones_, static_cast<std::int64_t>(nt_) * sh_.topk, 1.0f, s);
-  // Skewed routing: expert e's selection score is shifted by -skew * ln(e + 1), so popularity
-  // falls roughly as (e + 1)^-skew (Zipf) for unit-scale logits.
-  std::vector<float> bias(E, 0.0f);
-  if (cfg_.opt.routing.kind == model::RoutingKind::skewed)
-    for (std::int64_t e = 0; e < E; ++e)
-      bias[e] = -static_cast<float>(cfg_.opt.routing.skew * std::log(static_cast<double>(e) + 1.0));
+  // Skewed routing: expert e's selection score is shifted by ln of its popularity in the cost
+  // model (model::expert_popularity: Zipf over a seeded order of the experts), so for unit-scale
+  // logits the executor routes as the model assumes, busiest rank included.
+  const std::vector<float> bias = routing_score_bias(cfg_, static_cast<int>(E));
   EPO_CHECK_CUDA(cudaMemcpyAsync(score_bias_, bias.data(), sizeof(float) * E,
                                  cudaMemcpyHostToDevice, s));
   EPO_CHECK_CUDA(cudaStreamSynchronize(s));  // `bias` goes out of scope

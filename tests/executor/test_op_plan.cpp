@@ -1,6 +1,7 @@
 // The runner's view of a schedule: shapes, slots, and that the schedule's waits deliver every
 // input each op reads (checked against the schedule builder).
 #include <algorithm>
+#include <cmath>
 
 #include "catch.hpp"
 #include "executor/host_affinity.hpp"
@@ -8,6 +9,7 @@
 #include "executor/run.hpp"
 #include "fixtures.hpp"
 #include "model/cost.hpp"
+#include "model/routing_stats.hpp"
 #include "model/error.hpp"
 
 using namespace epo;
@@ -161,4 +163,22 @@ TEST_CASE("CPU lists of the GPU's local CPUs are read and written as Linux write
   CHECK(exec::format_cpu_list({}).empty());
   CHECK_THROWS_AS(exec::parse_cpu_list("3-1", "t"), Error);
   CHECK_THROWS_AS(exec::parse_cpu_list("a-b", "t"), Error);
+}
+
+TEST_CASE("skewed routing's score bias follows the cost model's expert popularity") {
+  model::Config cfg = test::tiny_config(4, false, false, "alltoall");
+  const int E = cfg.model.num_experts;
+  CHECK(exec::routing_score_bias(cfg, E) == std::vector<float>(E, 0.0f));  // not skewed
+  cfg.opt.routing.kind = model::RoutingKind::skewed;
+  cfg.opt.routing.skew = 1.2;
+  const auto bias = exec::routing_score_bias(cfg, E);
+  const auto pop = model::expert_popularity(E, model::RoutingKind::skewed, 1.2, cfg.opt.routing.seed);
+  REQUIRE(bias.size() == pop.size());
+  CHECK(*std::max_element(bias.begin(), bias.end()) == Approx(0.0f).margin(1e-6));
+  for (int a = 0; a < E; ++a)
+    for (int b = 0; b < E; ++b)
+      if (pop[a] > pop[b] * 1.0001) CHECK(bias[a] > bias[b]);
+  // exp(bias) is the popularity relative to the top expert.
+  const double top = *std::max_element(pop.begin(), pop.end());
+  for (int e = 0; e < E; ++e) CHECK(std::exp(bias[e]) == Approx(pop[e] / top).epsilon(1e-5));
 }
