@@ -11,7 +11,11 @@ namespace epo::test {
 RunResult run_epo(const std::string& args) {
   const char* bin = std::getenv("EPO_BIN");
   if (!bin) throw std::runtime_error("EPO_BIN is not set (run the tests through ctest)");
-  const std::string cmd = std::string(bin) + " " + args + " 2>&1";
+  return run_shell(std::string(bin) + " " + args);
+}
+
+RunResult run_shell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   RunResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + cmd);

@@ -12,4 +12,7 @@ struct RunResult {
 /// Runs `epo <args>` through the shell; args are passed verbatim.
 RunResult run_epo(const std::string& args);
 
+/// Runs a shell command line (stderr joined to stdout) and captures both and the exit code.
+RunResult run_shell(const std::string& command);
+
 }  // namespace epo::test

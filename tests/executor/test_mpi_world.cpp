@@ -1,33 +1,19 @@
 // MpiWorld under mpirun (no GPU): its collectives give every process the right bytes, and a
 // process that aborts ends the others, which would otherwise wait in a barrier, with its message
 // and exit code.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <string>
 
+#include "../cli/run_epo.hpp"
 #include "catch.hpp"
 
 namespace {
 
-struct Shell {
-  int exit_code = -1;
-  std::string output;
-};
+using Shell = epo::test::RunResult;
 
 Shell mpirun_probe(int np, const std::string& mode) {
-  const std::string cmd = std::string(EPO_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
-                          std::to_string(np) + " " + EPO_MPI_PROBE + " " + mode + " 2>&1";
-  Shell r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return epo::test::run_shell(std::string(EPO_MPIEXEC) +
+                              " --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
+                              " " + EPO_MPI_PROBE + " " + mode);
 }
 
 }  // namespace

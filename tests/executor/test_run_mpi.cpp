@@ -3,10 +3,7 @@
 // between the processes) with --check and reads the JSON world rank 0 wrote; without (cpu) it
 // needs no GPU: a job that does not match the plan stops on every process, reported once, before
 // any GPU is touched.
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../cli/run_epo.hpp"
 #include "catch.hpp"
 
 #ifdef EPO_TEST_NEEDS_GPUS
@@ -23,27 +21,16 @@
 
 namespace {
 
-struct Shell {
-  int exit_code = -1;
-  std::string output;  ///< stdout and stderr of every process
-};
+using Shell = epo::test::RunResult;
 
 /// mpirun -np `np` $EPO_BIN `args` (Open MPI's flags: tests run as root in containers, and the
 /// machine may have fewer cores than processes).
 Shell mpirun_epo(int np, const std::string& args) {
   const char* bin = std::getenv("EPO_BIN");
   REQUIRE(bin != nullptr);
-  const std::string cmd = std::string(EPO_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
-                          std::to_string(np) + " " + bin + " " + args + " 2>&1";
-  Shell r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return epo::test::run_shell(std::string(EPO_MPIEXEC) +
+                              " --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
+                              " " + bin + " " + args);
 }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
