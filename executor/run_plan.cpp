@@ -64,29 +64,6 @@ RankSetup setup_for(const Plan& p, int rank, int device) {
   return s;
 }
 
-/// Time of one ncclAlltoAll of `bytes` per rank (the dispatch volume), median-free mean of 10.
-double raw_alltoall(RankState& rs, std::int64_t bytes) {
-  ScopedOp scope(rs.rank(), "raw ncclAlltoAll");
-  const int R = rs.setup().num_ranks;
-  const std::int64_t count = bytes / 2 / R;
-  DeviceBuffer send(static_cast<std::size_t>(count * R * 2), "raw alltoall send buffer");
-  DeviceBuffer recv(static_cast<std::size_t>(count * R * 2), "raw alltoall receive buffer");
-  Event start, stop;
-  auto once = [&] {
-    EPO_CHECK_NCCL(rs.nccl, ncclAlltoAll(send.get(), recv.get(), static_cast<size_t>(count),
-                                         ncclBfloat16, rs.nccl, rs.comm()));
-  };
-  for (int i = 0; i < 3; ++i) once();
-  constexpr int kIters = 10;
-  EPO_CHECK_CUDA(cudaEventRecord(start.get(), rs.comm()));
-  for (int i = 0; i < kIters; ++i) once();
-  EPO_CHECK_CUDA(cudaEventRecord(stop.get(), rs.comm()));
-  EPO_CHECK_CUDA(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  EPO_CHECK_CUDA(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return 1000.0 * ms / kIters;
-}
-
 /// Runs the measured phases for the ranks of one host thread. `sync` lines up the threads.
 void run_group(const Plan& p, Group& g, Shared& shared, const std::function<void()>& sync) {
   const bool overlap = p.cfg.opt.overlap_moe_expert_parallel_comm;

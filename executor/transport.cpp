@@ -331,6 +331,28 @@ void install_flex_peers(RankState& rs, const std::vector<FlexState*>& all) {
                             cudaMemcpyHostToDevice));
 }
 
+double raw_alltoall(RankState& rs, std::int64_t bytes) {
+  ScopedOp scope(rs.rank(), "raw ncclAlltoAll");
+  const int R = rs.setup().num_ranks;
+  const std::int64_t count = bytes / 2 / R;
+  DeviceBuffer send(static_cast<std::size_t>(count * R * 2), "raw alltoall send buffer");
+  DeviceBuffer recv(static_cast<std::size_t>(count * R * 2), "raw alltoall receive buffer");
+  Event start, stop;
+  auto once = [&] {
+    EPO_CHECK_NCCL(rs.nccl, ncclAlltoAll(send.get(), recv.get(), static_cast<size_t>(count),
+                                         ncclBfloat16, rs.nccl, rs.comm()));
+  };
+  for (int i = 0; i < 3; ++i) once();
+  constexpr int kIters = 10;
+  EPO_CHECK_CUDA(cudaEventRecord(start.get(), rs.comm()));
+  for (int i = 0; i < kIters; ++i) once();
+  EPO_CHECK_CUDA(cudaEventRecord(stop.get(), rs.comm()));
+  EPO_CHECK_CUDA(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  EPO_CHECK_CUDA(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return 1000.0 * ms / kIters;
+}
+
 void check_flex(RankState& rs) {
   if (!rs.flex().error || rs.flex().error->status == 0) return;
   try {

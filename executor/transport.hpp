@@ -42,4 +42,8 @@ void install_flex_peers(RankState& rs, const std::vector<FlexState*>& all);
 /// Throws an error naming the rank and what it waited for if a flex wait timed out.
 void check_flex(RankState& rs);
 
+/// Time in us of one ncclAlltoAll of `bytes` per rank on rs's communicator and comm stream (the
+/// dispatch volume, as a reference for the dispatch op): the mean of 10 after 3 warm-ups.
+double raw_alltoall(RankState& rs, std::int64_t bytes);
+
 }  // namespace epo::exec
