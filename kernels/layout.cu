@@ -276,6 +276,16 @@ __global__ void chunk_fill_kernel(const int* __restrict__ counts, int num_src,
 void check_arg(bool ok, const char* function, const char* what) {
   if (!ok) detail::throw_invalid(function, what);
 }
+
+/// The arguments every per-rank layout shares: tokens, top-k, and experts in equal blocks per rank.
+void check_rank_layout(const char* fn, int num_tokens, int num_topk, int num_experts,
+                       int num_ranks) {
+  check_arg(num_tokens >= 0, fn, "num_tokens must be >= 0");
+  check_arg(num_topk >= 1, fn, "num_topk must be >= 1");
+  check_arg(num_ranks >= 1 && num_ranks <= kMaxRanks, fn, "num_ranks must be in [1, 64]");
+  check_arg(num_experts >= num_ranks && num_experts % num_ranks == 0, fn,
+            "num_ranks must divide num_experts");
+}
 static_assert(kMaxRanks == 64 && kMaxLayoutBins == 1024, "update the range messages below");
 
 }  // namespace
@@ -284,11 +294,7 @@ void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, i
                             int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                             uint8_t* is_token_in_rank, cudaStream_t stream) {
   constexpr const char* kFn = "launch_dispatch_layout";
-  check_arg(num_tokens >= 0, kFn, "num_tokens must be >= 0");
-  check_arg(num_topk >= 1, kFn, "num_topk must be >= 1");
-  check_arg(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
-  check_arg(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
-            "num_ranks must divide num_experts");
+  check_rank_layout(kFn, num_tokens, num_topk, num_experts, num_ranks);
   detail::require_pointer(num_tokens_per_expert, kFn, "num_tokens_per_expert");
   detail::require_pointer(num_tokens_per_rank, kFn, "num_tokens_per_rank");
   if (num_tokens > 0) detail::require_pointer(topk_idx, kFn, "topk_idx");
@@ -369,11 +375,7 @@ void launch_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int n
                         int num_ranks, int* token_slot_in_rank, int* num_tokens_per_rank,
                         void* workspace, cudaStream_t stream) {
   constexpr const char* kFn = "launch_flex_layout";
-  check_arg(num_tokens >= 0, kFn, "num_tokens must be >= 0");
-  check_arg(num_topk >= 1, kFn, "num_topk must be >= 1");
-  check_arg(num_ranks >= 1 && num_ranks <= kMaxRanks, kFn, "num_ranks must be in [1, 64]");
-  check_arg(num_experts >= num_ranks && num_experts % num_ranks == 0, kFn,
-            "num_ranks must divide num_experts");
+  check_rank_layout(kFn, num_tokens, num_topk, num_experts, num_ranks);
   detail::require_pointer(num_tokens_per_rank, kFn, "num_tokens_per_rank");
   detail::require_pointer(workspace, kFn, "workspace");
   BinArgs args{topk_idx, nullptr, 1, num_tokens, num_topk, num_ranks, num_experts / num_ranks};
