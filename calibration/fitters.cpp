@@ -161,7 +161,9 @@ Fit fit_host_sync(const HardwareProfile& hw, const Samples& s) {
 Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
   Fit f = make_fit(
       "copy",
-      "t = launch + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2)", "us",
+      "t = launches + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2); "
+      "launches = kernel_launch_us (copy) or ep * kernel_launch_us (local transport)",
+      "us",
       hw, {"local_copy_gbps_per_sm", "hbm_efficiency"});
   std::vector<BwPoint> pts;
   for (const auto& c : s.copy) {
@@ -175,7 +177,8 @@ Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
     // the rank's own included (executor/microbench.cu), so ep * bytes_per_rank move.
     const double bytes = t.bytes_per_rank * t.ep;
     const double sms = std::min<double>(hw.num_sms, double(t.ep) * t.sms);
-    pts.push_back({bytes, sms, hw.kernel_launch_us, t.time_us});
+    // One host thread launches every rank's copy (model::Builder::exchange), one after another.
+    pts.push_back({bytes, sms, t.ep * hw.kernel_launch_us, t.time_us});
     f.labels.push_back("local ep=" + std::to_string(t.ep) + " " + bytes_label(t.bytes_per_rank) +
                        " sms=" + std::to_string(t.sms));
     ++local;

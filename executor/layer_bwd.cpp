@@ -91,14 +91,6 @@ void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
   }
 }
 
-void dispatch_bwd_post(RankState& rs, int mb, int layer) {
-  const auto& sh = rs.shape();
-  SlotLayer& s = rs.slot(mb, layer);
-  const int NT = rs.tokens();
-  kernels::launch_unpermute(s.y_recv, static_cast<std::int64_t>(NT) * sh.topk, sh.hidden,
-                            s.permuted_row, nullptr, NT, sh.topk, s.moe_out, rs.comm());
-}
-
 void pre_dispatch_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
   const auto& sh = rs.shape();
   LayerWeights& w = rs.weights(layer);
@@ -107,6 +99,11 @@ void pre_dispatch_bwd(RankState& rs, int mb, int layer, bool with_wgrad) {
   const int T = sh.tokens, H = sh.hidden, Q = sh.qkv_dim, C = sh.ctx_dim, NT = rs.tokens();
   const bf16* dy = layer_output_grad(rs, mb, layer);
   if (w.moe) {
+    if (rs.setup().transport != Transport::flex)
+      // Backward of permute #1 (Megatron's dispatch_preprocess, in this node): each token's
+      // gradient is the sum of its top-k rows' gradients that the dispatch backward returned.
+      kernels::launch_unpermute(s.y_recv, static_cast<std::int64_t>(NT) * sh.topk, H,
+                                s.permuted_row, nullptr, NT, sh.topk, s.moe_out, st);
     launch_add(dy, s.moe_out, nullptr, s.dh, static_cast<std::int64_t>(NT) * H, st);
     if (w.mlp_ffn > 0)
       swiglu_mlp_bwd(rs, dy, w.w1s, w.w2s, w.mlp_ffn, s.s_fc1, s.d_s_act, s.d_s_fc1, s.dh);

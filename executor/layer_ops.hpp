@@ -42,8 +42,8 @@ void combine_bwd_pre(RankState& rs, int mb, int layer);
 /// Gather of the output gradient, expert dgrads (and wgrads unless delayed), un-sort (flex: the
 /// sum over local experts of each received token's gradient copies).
 void mlp_bwd(RankState& rs, int mb, int layer, bool with_wgrad);
-/// Sum of the returned row gradients per token (alltoall), on the comm stream.
-void dispatch_bwd_post(RankState& rs, int mb, int layer);
+/// Sum of the returned row gradients per token (alltoall: permute #1's backward), attention
+/// dgrad (and wgrad unless delayed).
 void pre_dispatch_bwd(RankState& rs, int mb, int layer, bool with_wgrad);
 void mlp_wgrad(RankState& rs, int mb, int layer);
 void pre_dispatch_wgrad(RankState& rs, int mb, int layer);

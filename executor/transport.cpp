@@ -294,10 +294,7 @@ void dispatch_bwd(Group& g, int op_index, int mb, int layer) {
     for (RankState* rs : g.ranks) nccl_exchange(*rs, mb, layer, Dir::to_sources);
   else
     local_exchange(g, mb, layer, Dir::to_sources, start_events(g, op_index));
-  for (RankState* rs : g.ranks) {
-    ScopedOp scope(rs->rank(), op_context().op);
-    dispatch_bwd_post(*rs, mb, layer);
-  }
+  // The un-permute of the returned rows belongs to the pre_dispatch backward (pre_dispatch_bwd).
 }
 
 void grad_reduce(Group& g, int layer) {

@@ -44,6 +44,10 @@ struct Component {
   Bytes net_bytes = 0;   ///< bytes sent over the network (per GPU, one direction)
   int num_kernels = 1;
   double duration_us = 0;  ///< alone on the GPU
+  /// A GEMM's weight gradient accumulated in place (beta 1): the wgrad reads and writes the
+  /// k x n gradient instead of writing the m x n output, after its math (Builder::wgrad_of).
+  Bytes accum_bytes = 0;
+  double accum_us = 0;
 
   /// "name" or "name.variant".
   std::string full_name() const { return *variant ? std::string(name) + "." + variant : name; }

@@ -38,7 +38,19 @@ class Builder {
     const double tflops = gemm_tflops(hw_, m, n, k, fp8);
     c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
                           n_calls, hw_.gemm_call_cost_us());
+    set_accumulate(c, m, n, k, count);
     return c;
+  }
+
+  /// The weight-gradient GEMM of forward GEMM `c`: the same FLOPs, plus reading and writing the
+  /// accumulated k x n gradient where the forward wrote its m x n output. With few rows per
+  /// expert (k = rows is short) that traffic is not hidden behind the math.
+  Component wgrad_of(const Component& c) const {
+    Component w = c;
+    w.variant = "wgrad";
+    w.hbm_bytes += c.accum_bytes;
+    w.duration_us += c.accum_us;
+    return w;
   }
 
   /// `count` expert GEMMs of m x n x k issued as `launches` grouped library calls (a pointer
@@ -56,7 +68,13 @@ class Builder {
         gemm_tflops(hw_, m * count, n, k, s_.fp8) * hw_.grouped_gemm_efficiency;
     c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
                           std::max(1.0, launches), hw_.grouped_call_cost_us());
+    set_accumulate(c, m, n, k, count);
     return c;
+  }
+
+  void set_accumulate(Component& c, double m, double n, double k, double count) const {
+    c.accum_bytes = std::max(0.0, 2.0 * k * n - m * n) * 2.0 * count;
+    c.accum_us = mode_ == TimeMode::host ? 0.0 : share_ * memory_time_us(hw_, c.accum_bytes);
   }
 
   /// A memory-bound kernel moving `bytes` (read + written).

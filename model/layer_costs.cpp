@@ -137,17 +137,16 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     Component d = c;
     d.variant = "dgrad";
     if (std::strcmp(c.name, "attn.core") == 0) {
-      d = b.core_attention("attn.core.bwd", 2.5);
+      // Flash attention's backward recomputes the scores: ~2.5x its forward. The executor's
+      // stand-in keeps them and runs its two batched GEMMs twice (executor/layer_bwd.cpp).
+      d = b.core_attention("attn.core.bwd", b.cfg_.virtual_ranks > 0 ? 2.0 : 2.5);
     } else if (c.flops == 0) {
       d.hbm_bytes *= 2;
       d.duration_us = b.timed(memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
     }
     pd_b.push_back(d);
-    if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0) {
-      Component w = c;
-      w.variant = "wgrad";
-      (delay ? pd_w : pd_b).push_back(w);
-    }
+    if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0)
+      (delay ? pd_w : pd_b).push_back(b.wgrad_of(c));
   }
   if (full_recompute) append(pd_b, renamed(pd_f, "recompute"));
   else if (selective && (o.recompute_modules.empty() || has_module(o, "core_attn")))
@@ -215,11 +214,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       Component d = c;
       d.variant = "dgrad";
       mlp_b.push_back(d);
-      if (c.flops > 0) {
-        Component w = c;
-        w.variant = "wgrad";
-        (delay ? mlp_w : mlp_b).push_back(w);
-      }
+      if (c.flops > 0) (delay ? mlp_w : mlp_b).push_back(b.wgrad_of(c));
     }
     if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
     else if (selective && has_module(o, "moe_act")) mlp_b.push_back(b.mem("expert.act.recompute", P * F * (glu + 1) * 2));
@@ -234,11 +229,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       Component d = c;
       d.variant = "dgrad";
       mlp_b.push_back(d);
-      if (c.flops > 0) {
-        Component w = c;
-        w.variant = "wgrad";
-        mlp_b.push_back(w);  // dense MLP wgrad is not delayed separately (no dispatch to hide)
-      }
+      // Dense MLP wgrad is not delayed separately (no dispatch to hide).
+      if (c.flops > 0) mlp_b.push_back(b.wgrad_of(c));
     }
     if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
   }

@@ -92,7 +92,7 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
     const int sms = 8;
     const double bw = std::min(std::min(132, ep * sms) * t.local_copy_gbps_per_sm, cap);
     s.transport.push_back(
-        {TransportKind::local, ep, bpr, sms, n(ep * bpr / (bw * 1e3) + t.kernel_launch_us)});
+        {TransportKind::local, ep, bpr, sms, n(ep * bpr / (bw * 1e3) + ep * t.kernel_launch_us)});
   }
   // NCCL: latency + remote bytes / (nvlink * eff).
   for (double mib : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0})
