@@ -9,7 +9,9 @@
 # count (of two) and one routing (balanced or skewed), so both appear for both models. Groups, not
 # single runs, are split into halves so that every pair of runs differing only in dispatcher or
 # overlap flags is ranked inside the held-back half. Every run is repeated LOOP_REPEATS times
-# (default 3), each in its own process and the repeats interleaved in time; fit and report take
+# (default 3; the launch-bound tiny model LOOP_TINY_REPEATS times, default 5, since its runs
+# differ more from process to process), each in its own process and the repeats interleaved in
+# time; fit and report take
 # the median of a configuration's repeats and show how far apart they were. Budget: the whole loop
 # stays under ~9 minutes on one H200 (runs still pending at LOOP_BUDGET_S are skipped and listed).
 set -uo pipefail
@@ -20,6 +22,7 @@ budget_s=${LOOP_BUDGET_S:-480}
 iters=${LOOP_ITERS:-3}
 warmup=${LOOP_WARMUP:-1}
 repeats=${LOOP_REPEATS:-3}
+tiny_repeats=${LOOP_TINY_REPEATS:-5}
 microbatches=4
 
 mkdir -p "$out/fit" "$out/report" "$out/logs"
@@ -59,10 +62,12 @@ seq_of_group=(0 0 1 1 0 1)
 skewed_group=(0 1 1 0 1 0)
 failed=()
 skipped=()
-for rep in $(seq 1 "$repeats"); do
+for rep in $(seq 1 $(( repeats > tiny_repeats ? repeats : tiny_repeats ))); do
 group=0
 for mi in 0 1; do
   model=${models[$mi]}
+  model_repeats=$([ "$mi" -eq 0 ] && echo "$tiny_repeats" || echo "$repeats")
+  if [ "$rep" -gt "$model_repeats" ]; then group=$((group + ${#ranks[@]})); continue; fi
   for r in "${ranks[@]}"; do
     if [ "$mi" -eq 0 ]; then seq=${tokens_tiny[${seq_of_group[$group]}]}; else seq=${tokens_qwen[${seq_of_group[$group]}]}; fi
     if [ "${skewed_group[$group]}" -eq 0 ]; then routing=(--routing balanced); rname=bal
