@@ -48,6 +48,16 @@ __global__ void fill_uniform_kernel(bf16* x, std::int64_t n, std::uint64_t seed,
   }
 }
 
+__global__ void skewed_logits_kernel(float* logits, std::int64_t n, int num_experts,
+                                     const float* __restrict__ log_weight, std::uint64_t seed) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t h = mix(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(i));
+    const float u = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);  // (0, 1)
+    logits[i] = log_weight[i % num_experts] - logf(-logf(u));
+  }
+}
+
 __global__ void fill_f32_kernel(float* x, std::int64_t n, float value) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -136,6 +146,15 @@ void launch_fill_uniform(bf16* x, std::int64_t n, std::uint64_t seed, float scal
                          cudaStream_t stream) {
   if (n <= 0) return;
   fill_uniform_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, n, seed, scale);
+  EPO_CHECK_LAUNCH();
+}
+
+void launch_skewed_logits(float* logits, std::int64_t num_tokens, int num_experts,
+                          const float* log_weight, std::uint64_t seed, cudaStream_t stream) {
+  const std::int64_t n = num_tokens * num_experts;
+  if (n <= 0) return;
+  skewed_logits_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(logits, n, num_experts,
+                                                                         log_weight, seed);
   EPO_CHECK_LAUNCH();
 }
 

@@ -63,6 +63,13 @@ void launch_balanced_routing(int num_tokens, std::int64_t token_offset, int num_
                              int num_experts, int* topk_idx, float* topk_weights,
                              cudaStream_t stream);
 
+/// Synthetic router logits for skewed routing: logits[t][e] = log_weight[e] + g, g a standard
+/// Gumbel draw from a counter-based hash of (seed, t, e). The top-k of these (and of their
+/// softmax) picks k distinct experts with probabilities proportional to exp(log_weight), one
+/// after another (the Gumbel-max trick), so routing follows the expert popularity for any k.
+void launch_skewed_logits(float* logits, std::int64_t num_tokens, int num_experts,
+                          const float* log_weight, std::uint64_t seed, cudaStream_t stream);
+
 /// An empty kernel (launch-overhead benchmark).
 void launch_empty(cudaStream_t stream);
 

@@ -121,9 +121,13 @@ void pre_dispatch_fwd(RankState& rs, int mb, int layer) {
     const auto& m = cfg.model;
     const int groups = m.router_num_groups > 0 ? m.router_num_groups : 1;
     const int group_topk = m.router_num_groups > 0 ? m.router_group_topk : 1;
+    // Skewed: the router GEMM ran for its time; the scores it routes on are drawn so that each
+    // token's experts follow the cost model's popularity (rs.skew_log_weight()).
+    if (cfg.opt.routing.kind == model::RoutingKind::skewed)
+      launch_skewed_logits(s.logits, NT, E, rs.skew_log_weight(),
+                           rs.token_seed(0, mb) ^ (0x5bd1e995ULL * (layer + 1)), st);
     kernels::launch_routing(
-        s.logits,
-        cfg.opt.routing.kind == model::RoutingKind::skewed ? rs.score_bias() : nullptr, NT, E, K,
+        s.logits, nullptr, NT, E, K,
         groups, group_topk,
         m.score_function == model::ScoreFunction::sigmoid ? kernels::ScoreFunction::kSigmoid
                                                           : kernels::ScoreFunction::kSoftmax,

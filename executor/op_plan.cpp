@@ -171,7 +171,7 @@ ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp) {
   return mean < model::kGroupedLaunchMaxRowsPerExpert ? ExpertGemm::grouped : ExpertGemm::per_expert;
 }
 
-std::vector<float> routing_score_bias(const model::Config& cfg, int num_experts) {
+std::vector<float> skew_log_weights(const model::Config& cfg, int num_experts) {
   std::vector<float> bias(static_cast<std::size_t>(std::max(0, num_experts)), 0.0f);
   if (cfg.opt.routing.kind != model::RoutingKind::skewed || num_experts <= 0) return bias;
   const auto pop = model::expert_popularity(num_experts, model::RoutingKind::skewed,

@@ -66,10 +66,10 @@ Splits flex_splits(const std::vector<int>& loc_counts, int align = 1);
 /// the rule the cost model counts launches by).
 ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp);
 
-/// Router score bias of each of `num_experts` experts: 0 except for skewed routing, where it is
-/// ln(popularity / top popularity) of model::expert_popularity, so the executor's synthetic
-/// routing concentrates on the experts (and ranks) the cost model assumes.
-std::vector<float> routing_score_bias(const model::Config& cfg, int num_experts);
+/// Log weight of each of `num_experts` experts for the executor's routing draws: 0 except for
+/// skewed routing, where it is ln(popularity / top popularity) of model::expert_popularity, so
+/// tokens pick the experts (and ranks) the cost model assumes (launch_skewed_logits).
+std::vector<float> skew_log_weights(const model::Config& cfg, int num_experts);
 
 /// Activation slots per layer: the most micro-batches whose layer state is alive at once when the
 /// schedule's ops are issued (alive from the first forward op to the last backward/wgrad op).

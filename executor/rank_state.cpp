@@ -206,7 +206,7 @@ void RankState::carve(A& a) {
   attn_scratch_elems_ = chunk * seq * half + chunk * seq * std::max(sh_.qk_head_dim, sh_.v_head_dim);
   attn_scratch_ = a.template take<bf16>(attn_scratch_elems_);
   ones_ = a.template take<float>(NT * K);
-  score_bias_ = a.template take<float>(E);
+  skew_log_weight_ = a.template take<float>(E);
   gemm_ws_ = a.template take<char>(
       static_cast<std::int64_t>(kernels::grouped_gemm_workspace_bytes(el_)));
   if (flex) {
@@ -257,11 +257,11 @@ void RankState::init_weights() {
     }
   }
   launch_fill_f32(ones_, static_cast<std::int64_t>(nt_) * sh_.topk, 1.0f, s);
-  // Skewed routing: expert e's selection score is shifted by ln of its popularity in the cost
-  // model (model::expert_popularity: Zipf over a seeded order of the experts), so for unit-scale
-  // logits the executor routes as the model assumes, busiest rank included.
-  const std::vector<float> bias = routing_score_bias(cfg_, static_cast<int>(E));
-  EPO_CHECK_CUDA(cudaMemcpyAsync(score_bias_, bias.data(), sizeof(float) * E,
+  // Skewed routing draws each token's experts with probabilities proportional to their
+  // popularity in the cost model (model::expert_popularity: Zipf over a seeded order of the
+  // experts), busiest rank included: ln popularity plus Gumbel noise (pre_dispatch_fwd).
+  const std::vector<float> bias = skew_log_weights(cfg_, static_cast<int>(E));
+  EPO_CHECK_CUDA(cudaMemcpyAsync(skew_log_weight_, bias.data(), sizeof(float) * E,
                                  cudaMemcpyHostToDevice, s));
   EPO_CHECK_CUDA(cudaStreamSynchronize(s));  // `bias` goes out of scope
 }

@@ -122,7 +122,7 @@ class RankState {
   bf16* attn_scratch() { return attn_scratch_; }
   std::int64_t attn_scratch_elems() const { return attn_scratch_elems_; }
   const float* ones() const { return ones_; }
-  const float* score_bias() const { return score_bias_; }
+  const float* skew_log_weight() const { return skew_log_weight_; }
   /// Pointer-array workspace of the grouped expert GEMMs (kernels::grouped_gemm_workspace_bytes).
   void* gemm_workspace() const { return gemm_ws_; }
   FlexState& flex() { return flex_; }
@@ -163,7 +163,7 @@ class RankState {
   bf16* attn_scratch_ = nullptr;
   std::int64_t attn_scratch_elems_ = 0;
   float* ones_ = nullptr;
-  float* score_bias_ = nullptr;
+  float* skew_log_weight_ = nullptr;
   char* gemm_ws_ = nullptr;
   bf16* grad_block_ = nullptr;
   std::int64_t grad_block_elems_ = 0;

@@ -8,32 +8,36 @@
 #include <tuple>
 
 #include "model/cost_builder.hpp"
+#include "model/routing_stats.hpp"
 
 namespace epo::model::detail {
 
 namespace {
 
 /// Expected experts that receive at least one of `pairs_total` token-expert pairs when the
-/// executor's skewed routing picks the top `topk` of unit-normal scores shifted by
-/// -skew * ln(e + 1) (executor/rank_state.cpp): a grouped GEMM skips the empty experts, so they
-/// cost no library call. Selection rates from a seeded sample, cached per shape.
-double nonempty_experts_skewed(int experts, int topk, double skew, double pairs_total) {
+/// executor's skewed routing draws each token's `topk` distinct experts in proportion to their
+/// popularity (model::expert_popularity; executor: ln popularity plus Gumbel noise, whose top-k
+/// is such a draw): a grouped GEMM skips the empty experts, so they cost no library call and
+/// accumulate no weight gradient. Selection rates from a seeded sample, cached per shape.
+double nonempty_experts_skewed(int experts, int topk, double skew, unsigned seed,
+                               double pairs_total) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int, double>, std::vector<double>> cache;
+  static std::map<std::tuple<int, int, double, unsigned>, std::vector<double>> cache;
   std::vector<double> rate;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto& r = cache[{experts, topk, skew}];
+    auto& r = cache[{experts, topk, skew, seed}];
     if (r.empty()) {
       constexpr int kSampleTokens = 4096;
+      const auto pop = expert_popularity(experts, RoutingKind::skewed, skew, seed);
       std::mt19937_64 gen(12345);
-      std::normal_distribution<double> normal(0.0, 1.0);
+      std::uniform_real_distribution<double> uniform(1e-12, 1.0);
       r.assign(static_cast<std::size_t>(experts), 0.0);
       std::vector<std::pair<double, int>> score(static_cast<std::size_t>(experts));
       const int k = std::min(topk, experts);
       for (int t = 0; t < kSampleTokens; ++t) {
         for (int e = 0; e < experts; ++e)
-          score[e] = {normal(gen) - skew * std::log(e + 1.0), e};
+          score[e] = {std::log(pop[e]) - std::log(-std::log(uniform(gen))), e};
         std::partial_sort(score.begin(), score.begin() + k, score.end(),
                           [](const auto& a, const auto& b) { return a.first > b.first; });
         for (int j = 0; j < k; ++j) r[score[j].second] += 1.0 / kSampleTokens;
@@ -173,7 +177,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     double calls = E_l;
     if (b.cfg_.virtual_ranks > 0 && o.routing.kind == RoutingKind::skewed && m.num_experts > 0)
       calls = nonempty_experts_skewed(m.num_experts, m.router_topk, o.routing.skew,
-                                      s.recv_pairs_mean * b.p_.ep) /
+                                      o.routing.seed, s.recv_pairs_mean * b.p_.ep) /
               b.p_.ep;
     if (o.dispatcher == Dispatcher::alltoall && s.local_experts > 1)
       mlp_f.push_back(b.mem("permute2", P * h * 2 * 2));
@@ -189,8 +193,11 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
         o.expert_gemm == ExpertGemm::grouped ||
         (o.expert_gemm == ExpertGemm::automatic && me < kGroupedLaunchMaxRowsPerExpert);
     auto expert_gemm = [&](const char* name, double n, double k) {
-      if (!grouped) return b.gemm(name, me, n, k, E_l, true, calls);
-      return b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch));
+      Component c = grouped ? b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch))
+                            : b.gemm(name, me, n, k, E_l, true, calls);
+      // Only the experts with rows accumulate a weight gradient.
+      if (calls < E_l) b.set_accumulate(c, P / std::max(1.0, calls), n, k, calls);
+      return c;
     };
     mlp_f.push_back(expert_gemm("expert.fc1", glu * F, h));
     mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));

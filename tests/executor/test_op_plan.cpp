@@ -165,13 +165,13 @@ TEST_CASE("CPU lists of the GPU's local CPUs are read and written as Linux write
   CHECK_THROWS_AS(exec::parse_cpu_list("a-b", "t"), Error);
 }
 
-TEST_CASE("skewed routing's score bias follows the cost model's expert popularity") {
+TEST_CASE("skewed routing's log weights follow the cost model's expert popularity") {
   model::Config cfg = test::tiny_config(4, false, false, "alltoall");
   const int E = cfg.model.num_experts;
-  CHECK(exec::routing_score_bias(cfg, E) == std::vector<float>(E, 0.0f));  // not skewed
+  CHECK(exec::skew_log_weights(cfg, E) == std::vector<float>(E, 0.0f));  // not skewed
   cfg.opt.routing.kind = model::RoutingKind::skewed;
   cfg.opt.routing.skew = 1.2;
-  const auto bias = exec::routing_score_bias(cfg, E);
+  const auto bias = exec::skew_log_weights(cfg, E);
   const auto pop = model::expert_popularity(E, model::RoutingKind::skewed, 1.2, cfg.opt.routing.seed);
   REQUIRE(bias.size() == pop.size());
   CHECK(*std::max_element(bias.begin(), bias.end()) == Approx(0.0f).margin(1e-6));

@@ -1,8 +1,16 @@
 // epo run on one GPU with virtual ranks, small shapes: --check passes for both dispatchers,
-// overlap off and on, delayed wgrad; the measurement has every op of every measured step.
+// overlap off and on, delayed wgrad; the measurement has every op of every measured step; skewed
+// routing's draws follow the expert weights.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <vector>
+
 #include "catch.hpp"
+#include "executor/exec_kernels.hpp"
 #include "executor/run.hpp"
 #include "fixtures.hpp"
+#include "kernels/launchers.hpp"
 #include "model/error.hpp"
 #include "model/schedule.hpp"
 
@@ -73,4 +81,45 @@ TEST_CASE("out of memory names the sizes and the settings to reduce") {
     CHECK(m.find("free") != std::string::npos);
     CHECK(m.find("--seq") != std::string::npos);
   }
+}
+
+TEST_CASE("skewed routing draws experts in proportion to their weights") {
+  // Top-1 of log weight + Gumbel noise picks expert e with probability w_e / sum(w) exactly.
+  const int T = 1 << 18, E = 16;
+  std::vector<float> logw(E);
+  double sum = 0;
+  for (int e = 0; e < E; ++e) sum += std::exp(logw[e] = -0.3f * static_cast<float>((e * 7) % E));
+  float *logits = nullptr, *dlogw = nullptr, *w = nullptr;
+  int* idx = nullptr;
+  REQUIRE(cudaMalloc(&logits, sizeof(float) * T * E) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dlogw, sizeof(float) * E) == cudaSuccess);
+  REQUIRE(cudaMalloc(&w, sizeof(float) * T * 2) == cudaSuccess);
+  REQUIRE(cudaMalloc(&idx, sizeof(int) * T * 2) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dlogw, logw.data(), sizeof(float) * E, cudaMemcpyHostToDevice) == cudaSuccess);
+  for (int k : {1, 2}) {
+    INFO("top-" << k);
+    exec::launch_skewed_logits(logits, T, E, dlogw, 1234u + k, nullptr);
+    kernels::launch_routing(logits, nullptr, T, E, k, 1, 1, kernels::ScoreFunction::kSoftmax,
+                            k > 1, 1.0f, idx, w, nullptr);
+    std::vector<int> h(static_cast<std::size_t>(T) * k);
+    REQUIRE(cudaMemcpy(h.data(), idx, sizeof(int) * h.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    std::vector<double> freq(E, 0.0);
+    for (int t = 0; t < T; ++t) {
+      for (int j = 0; j < k; ++j) {
+        REQUIRE(h[t * k + j] >= 0);
+        REQUIRE(h[t * k + j] < E);
+        freq[h[t * k + j]] += 1.0 / T;
+      }
+      if (k == 2) CHECK(h[t * 2] != h[t * 2 + 1]);  // distinct experts per token
+    }
+    for (int e = 0; e < E; ++e) {
+      const double p = std::exp(logw[e]) / sum;
+      if (k == 1) CHECK(freq[e] == Approx(p).margin(5.0 * std::sqrt(p * (1 - p) / T)));
+      else CHECK(freq[e] >= p);  // without replacement: every expert gains from a second pick
+    }
+  }
+  cudaFree(logits);
+  cudaFree(dlogw);
+  cudaFree(w);
+  cudaFree(idx);
 }
