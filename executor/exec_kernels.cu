@@ -53,7 +53,8 @@ __global__ void skewed_logits_kernel(float* logits, std::int64_t n, int num_expe
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::uint64_t h = mix(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(i));
-    const float u = (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);  // (0, 1)
+    // 23 bits plus a half: exact in float and strictly inside (0, 1), so the noise is finite.
+    const float u = (static_cast<float>(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
     logits[i] = log_weight[i % num_experts] - logf(-logf(u));
   }
 }

@@ -123,9 +123,13 @@ void pre_dispatch_fwd(RankState& rs, int mb, int layer) {
     const int group_topk = m.router_num_groups > 0 ? m.router_group_topk : 1;
     // Skewed: the router GEMM ran for its time; the scores it routes on are drawn so that each
     // token's experts follow the cost model's popularity (rs.skew_log_weight()).
+    // Drawn per block of T tokens with that block's seed, as the embedding is, so a rank that
+    // holds several ranks' tokens (the --check reference) routes each token as its rank does.
     if (cfg.opt.routing.kind == model::RoutingKind::skewed)
-      launch_skewed_logits(s.logits, NT, E, rs.skew_log_weight(),
-                           rs.token_seed(0, mb) ^ (0x5bd1e995ULL * (layer + 1)), st);
+      for (int b = 0; b < rs.setup().blocks; ++b)
+        launch_skewed_logits(s.logits + static_cast<std::int64_t>(b) * T * E, T, E,
+                             rs.skew_log_weight(),
+                             rs.token_seed(b, mb) ^ (0x5bd1e995ULL * (layer + 1)), st);
     kernels::launch_routing(
         s.logits, nullptr, NT, E, K,
         groups, group_topk,
