@@ -127,8 +127,18 @@ class Builder {
     // Megatron runs one fused (flash) attention kernel; the executor's virtual ranks run batched
     // GEMMs for scores and context: two library calls per pass.
     if (cfg_.virtual_ranks > 0) {
+      // Scores [S x S/2] per head (causal: half the keys on average) written by the first GEMM
+      // and read by the second: with head dims of ~128 that traffic, not the math, sets the
+      // pace. A batch of heads fills the GPU with tiles (no small-dimension fall-off).
+      const double half = S / 2, batches = heads * T / S;
+      const double rate = hw_.peak_tflops(false) * hw_.gemm_efficiency * 1e6;
+      const double scores = memory_time_us(hw_, (S * dqk + half * dqk + S * half) * 2 * batches);
+      const double context = memory_time_us(hw_, (S * half + half * dv + S * dv) * 2 * batches);
+      const double work = std::max(T * half * dqk * 2 * heads / rate, scores) +
+                          std::max(T * half * dv * 2 * heads / rate, context);
+      c.hbm_bytes = factor * (S * (dqk + dv) + half * (dqk + dv) + 2 * S * half) * 2 * batches;
       c.num_kernels = std::max(2, 2 * static_cast<int>(std::lround(factor)));
-      c.duration_us = timed(c.flops / (tflops * 1e6), c.num_kernels, hw_.gemm_call_cost_us());
+      c.duration_us = timed(factor * work, c.num_kernels, hw_.gemm_call_cost_us());
     } else {
       c.duration_us = timed(c.flops / (tflops * 1e6), 1);
     }

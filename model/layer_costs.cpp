@@ -119,10 +119,15 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   std::vector<Component> pd_f, pd_b, pd_w;
   const auto att = attention_gemms(b);
   const auto shared = moe ? shared_expert_gemms(b) : std::vector<Component>{};
+  // Virtual ranks exist only in `epo run`, whose layer leaves out the LayerNorms and the router's
+  // backward and adds the attention residual inside the projection GEMM (executor/layer_ops.hpp):
+  // for them the model counts the executor's kernels (a copy in place of the input norm, an add
+  // of the MoE output in the backward).
+  const bool executor_layer = b.cfg_.virtual_ranks > 0;
   pd_f.push_back(b.mem("attn.norm", T * h * 2 * 2 / sp));
   append(pd_f, att);
   pd_f.insert(pd_f.begin() + 2, b.core_attention("attn.core", 1.0));
-  pd_f.push_back(b.mem("attn.bda+norm", T * h * 2 * 4 / sp, 2));
+  if (!executor_layer) pd_f.push_back(b.mem("attn.bda+norm", T * h * 2 * 4 / sp, 2));
   if (mtp) pd_f.push_back(b.gemm("mtp.eh_proj", T, h, 2 * h));
   if (moe) {
     append(pd_f, shared);
@@ -136,11 +141,20 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     else
       pd_f.push_back(b.mem("dispatch.metadata", s.moe_tokens * m.num_experts * 4 * 2));
   }
-  // Backward: dgrad of every GEMM, core attention backward (~2.5x forward), element-wise x2.
+  // Backward: dgrad of every GEMM, core attention backward (~2.5x forward), element-wise x2
+  // (permute #1's backward sums each token's top-k rows into one: reads them, writes the token).
   for (const auto& c : pd_f) {
+    const bool router = std::strncmp(c.name, "router", 6) == 0;
+    if (executor_layer && router) continue;  // the executor's router has no backward
     Component d = c;
     d.variant = "dgrad";
-    if (std::strcmp(c.name, "attn.core") == 0) {
+    if (executor_layer && std::strcmp(c.name, "attn.norm") == 0) {
+      // The executor's backward adds the MoE output's gradient to dy and copies dx from dh.
+      d = b.mem("attn.add+copy", T * h * 2 * 5 / sp, 2);
+    } else if (std::strcmp(c.name, "dispatch.permute1") == 0) {
+      d = b.mem("dispatch.permute1", s.moe_tokens * (m.router_topk + 1.0) * h * 2, c.num_kernels);
+      d.variant = "dgrad";
+    } else if (std::strcmp(c.name, "attn.core") == 0) {
       // Flash attention's backward recomputes the scores: ~2.5x its forward. The executor's
       // stand-in keeps them and runs its two batched GEMMs twice (executor/layer_bwd.cpp).
       d = b.core_attention("attn.core.bwd", b.cfg_.virtual_ranks > 0 ? 2.0 : 2.5);
