@@ -179,7 +179,10 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
       p.after_a = step_after[i];
       p.after_b = step_after[j];
       const double lo = std::min(p.measured_a, p.measured_b);
-      p.must_match = lo > 0 && std::abs(p.measured_a - p.measured_b) / lo > kRankingThreshold;
+      const double rel = lo > 0 ? std::abs(p.measured_a - p.measured_b) / lo : 0.0;
+      p.must_match = rel > kRankingThreshold;
+      p.resolved = p.must_match &&
+                   rel > std::max(rep.runs[i].step_spread, rep.runs[j].step_spread);
       const bool meas_a_faster = p.measured_a < p.measured_b;
       p.match_before = (p.before_a < p.before_b) == meas_a_faster;
       p.match_after = (p.after_a < p.after_b) == meas_a_faster;
@@ -224,7 +227,7 @@ std::string accuracy_report_text(const AccuracyReport& r) {
   os << "  peak memory: the executor's arena (weights, bf16 gradients, activation slots sized for\n"
         "  its capacity rows, transport buffers) against the model's peak without optimizer\n"
         "  states and without the CUDA context / NCCL / cuBLAS workspaces it keeps outside.\n";
-  int must = 0, ok_before = 0, ok_after = 0;
+  int must = 0, ok_before = 0, ok_after = 0, resolved = 0, res_before = 0, res_after = 0;
   if (!r.pairs.empty()) {
     os << "\nranking of runs that differ only in dispatcher / overlap flags (must match when the "
           "measured step times differ by > "
@@ -237,16 +240,26 @@ std::string accuracy_report_text(const AccuracyReport& r) {
           "  %-40s vs %-40s [%s] measured %.5g / %.5g us (%.1f%%): before %s, after %s%s\n",
           p.a.c_str(), p.b.c_str(), p.differs.c_str(), p.measured_a, p.measured_b, diff,
           p.match_before ? "right" : "WRONG", p.match_after ? "right" : "WRONG",
-          p.must_match ? "" : " (within threshold)");
+          !p.must_match ? " (within threshold)"
+                        : p.resolved ? "" : " (within the repeats' spread)");
       os << buf;
       if (p.must_match) {
         ++must;
         ok_before += p.match_before;
         ok_after += p.match_after;
       }
+      if (p.resolved) {
+        ++resolved;
+        res_before += p.match_before;
+        res_after += p.match_after;
+      }
     }
     os << "  ranking right for " << ok_before << "/" << must << " pairs before calibration, "
        << ok_after << "/" << must << " after\n";
+    if (resolved < must)
+      os << "  of them, pairs whose difference also exceeds both runs' repeat spread: right for "
+         << res_before << "/" << resolved << " before, " << res_after << "/" << resolved
+         << " after\n";
   }
   return os.str();
 }
@@ -291,6 +304,7 @@ nlohmann::json to_json(const AccuracyReport& r) {
                      {"after_a_us", p.after_a},
                      {"after_b_us", p.after_b},
                      {"must_match", p.must_match},
+                     {"resolved", p.resolved},
                      {"match_before", p.match_before},
                      {"match_after", p.match_after}});
   return {{"schema_version", 1},       {"kind", "calibration_report"},

@@ -60,6 +60,9 @@ struct RankPair {
   std::string differs;  ///< which flags differ
   double measured_a = 0, measured_b = 0, before_a = 0, before_b = 0, after_a = 0, after_b = 0;
   bool must_match = false;  ///< measured times differ by more than kRankingThreshold
+  /// ... and by more than either run's repeats are apart (their step_spread): the measurement
+  /// itself tells which is faster.
+  bool resolved = false;
   bool match_before = false, match_after = false;
 };
 

@@ -89,8 +89,19 @@ TEST_CASE("ranking: pairs differing only in overlap flags, judged against the me
   const auto& pair = rep.pairs[0];
   CHECK(pair.differs == "overlap");
   CHECK(pair.must_match);
+  CHECK(pair.resolved);  // single runs: no spread
   CHECK_FALSE(pair.match_after);
   CHECK_FALSE(pair.match_before);
+  // 20 % apart, but one run's repeats were 25 % apart: required, not resolved by the measurement.
+  MeasuredRun noisy = on;
+  noisy.repeats = 3;
+  noisy.step_spread = 0.25;
+  const AccuracyReport rn = accuracy_report({off, noisy}, base_hardware(""), hw);
+  CHECK(rn.pairs[0].must_match);
+  CHECK_FALSE(rn.pairs[0].resolved);
+  const std::string tn = accuracy_report_text(rn);
+  CHECK(tn.find("within the repeats' spread") != std::string::npos);
+  CHECK(tn.find("exceeds both runs' repeat spread: right for 0/0") != std::string::npos);
   // Within 5 %: reported, but not required to match.
   on.step_time_us = on_predicted_faster ? 1030 : 1000;
   off.step_time_us = on_predicted_faster ? 1000 : 1030;
