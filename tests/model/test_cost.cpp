@@ -103,3 +103,57 @@ TEST_CASE("routing imbalance makes the busiest rank slower", "[cost]") {
   const double skewed = compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward).flops;
   CHECK(skewed > 1.1 * balanced);
 }
+
+namespace {
+const Component* part(const OpCost& op, const std::string& full_name) {
+  for (const auto& c : op.parts)
+    if (c.full_name() == full_name) return &c;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("weight gradients read and write the accumulated k x n gradient", "[cost]") {
+  Config cfg = test::tiny_config(4);
+  cfg.par.seq_length = 128;  // few rows per expert: the gradient's traffic exceeds the output's
+  const StepCosts sc = compute_step_costs(cfg);
+  const OpCost& mlp_b = sc.moe_layer.get(OpKind::mlp, Direction::backward);
+  const Component* d = part(mlp_b, "expert.fc1.dgrad");
+  const Component* w = part(mlp_b, "expert.fc1.wgrad");
+  REQUIRE(d != nullptr);
+  REQUIRE(w != nullptr);
+  // fc1 of the tiny model: k = h = 256, n = 2 * 128 (SwiGLU); a rank receives 128 tokens x top-2
+  // from each of 4 ranks for its 2 experts: m = 4 * 128 * 2 / 4 / 2 = 128 rows per expert.
+  const double m = 128, n = 256, k = 256, experts = 8.0 / 4;
+  CHECK(w->flops == Approx(d->flops));
+  CHECK(w->hbm_bytes - d->hbm_bytes == Approx((2 * k * n - m * n) * 2 * experts));
+  CHECK(w->duration_us > d->duration_us);
+}
+
+TEST_CASE("on virtual ranks the model counts the executor's layer", "[cost]") {
+  Config cfg = test::tiny_config(4);
+  const StepCosts gpus = compute_step_costs(cfg);
+  const OpCost& gpus_b = gpus.moe_layer.get(OpKind::pre_dispatch, Direction::backward);
+  CHECK(part(gpus_b, "router.dgrad") != nullptr);
+  CHECK(part(gpus_b, "attn.bda+norm.dgrad") != nullptr);
+  cfg.virtual_ranks = 4;
+  const StepCosts vr = compute_step_costs(cfg);
+  const OpCost& vr_f = vr.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  const OpCost& vr_b = vr.moe_layer.get(OpKind::pre_dispatch, Direction::backward);
+  // No router backward, no LayerNorms: the executor adds the residual inside the projection.
+  CHECK(part(vr_b, "router.dgrad") == nullptr);
+  CHECK(part(vr_b, "router.wgrad") == nullptr);
+  CHECK(part(vr_f, "attn.bda+norm") == nullptr);
+  REQUIRE(part(vr_b, "attn.add+copy") != nullptr);
+  // Its attention stand-in keeps the scores: the backward is twice the forward.
+  const Component* core_f = part(vr_f, "attn.core");
+  const Component* core_b = part(vr_b, "attn.core.bwd");
+  REQUIRE(core_f != nullptr);
+  REQUIRE(core_b != nullptr);
+  CHECK(core_b->flops == Approx(2 * core_f->flops));
+  // Permute #1's backward reads the top-k rows and writes each token once.
+  const Component* p_f = part(vr_f, "dispatch.permute1");
+  const Component* p_b = part(vr_b, "dispatch.permute1.dgrad");
+  REQUIRE(p_f != nullptr);
+  REQUIRE(p_b != nullptr);
+  CHECK(p_b->hbm_bytes == Approx(p_f->hbm_bytes * (2 + 1) / (2.0 * 2)));  // top-2: (2+1) vs 2*2
+}
