@@ -94,10 +94,13 @@ class Builder {
     return timed(work_us, kernels, hw_.kernel_launch_us);
   }
   /// As above with `call_us` per launch (a GEMM library call costs more than a plain kernel).
+  /// The host's share of a call is one launch: what a small GEMM costs beyond that (measured
+  /// back to back, gemm_call_us) is device time, which other ranks' streams overlap on a shared
+  /// GPU, so the host-issue sum of virtual ranks counts kernel_launch_us per call.
   double timed(double work_us, double kernels, double call_us) const {
     switch (mode_) {
       case TimeMode::device: return share_ * work_us;
-      case TimeMode::host: return share_ * kernels * call_us;
+      case TimeMode::host: return share_ * kernels * std::min(call_us, hw_.kernel_launch_us);
       default: return share_ * std::max(work_us + call_us, kernels * call_us);
     }
   }
