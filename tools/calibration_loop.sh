@@ -42,7 +42,13 @@ run_cmd() {  # run_cmd LOGFILE TIMEOUT_S CMD...
   echo "date: $(date -u +%FT%TZ)"
   echo "epo: $epo"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not available"
-  git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2>/dev/null || true
+  # The revision only of a checkout whose top is this source tree (not of an enclosing one).
+  src=$(cd "$(dirname "$0")/.." && pwd)
+  if [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$src" ]; then
+    git -C "$src" rev-parse --short=12 HEAD
+  else
+    echo "revision: unknown (not a git checkout)"
+  fi
 } > "$out/context.txt"
 
 log "microbenchmarks (quick)"
