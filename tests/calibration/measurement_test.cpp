@@ -97,6 +97,24 @@ TEST_CASE("run_label names the varied settings") {
   CHECK(l.find("L2") != std::string::npos);
 }
 
+namespace {
+/// Hand-made tiny-model runs (seq 1024 and 4096, overlap off and on) whose figures `fill` sets
+/// from the prediction on the `truth` hardware.
+template <class Fill>
+std::vector<MeasuredRun> runs_made_on(const epo::model::HardwareProfile& truth, Fill fill) {
+  std::vector<MeasuredRun> runs;
+  for (int seq : {1024, 4096})
+    for (bool overlap : {false, true}) {
+      MeasuredRun m = measurement_from_json(
+          test::hand_made_measurement(overlap, seq, 1000, 1000, 0, 1e9, {{"mlp/forward", 1.0}}),
+          "m.json");
+      fill(m, predict_measured(m, truth));
+      runs.push_back(m);
+    }
+  return runs;
+}
+}  // namespace
+
 TEST_CASE("refine_on_runs recovers the kernel cost the op means were made with") {
   // Virtual ranks of the tiny model are issue bound: the per-kernel cost sets the op times (the
   // GEMM rate hardly shows). The host issues a GEMM call at that cost too; what a small GEMM
@@ -104,16 +122,10 @@ TEST_CASE("refine_on_runs recovers the kernel cost the op means were made with")
   auto truth = epo::model::load_hardware_preset("h200-sxm");
   truth.gemm_call_us = 9.0;
   truth.kernel_launch_us = 6.5;
-  std::vector<MeasuredRun> runs;
-  for (int seq : {1024, 4096})
-    for (bool overlap : {false, true}) {
-      MeasuredRun m = measurement_from_json(
-          test::hand_made_measurement(overlap, seq, 1000, 1000, 0, 1e9, {{"mlp/forward", 1.0}}),
-          "m.json");
-      m.op_mean_us.clear();
-      for (const auto& [key, us] : predict_measured(m, truth).op_mean_us) m.op_mean_us[key] = us;
-      runs.push_back(m);
-    }
+  const auto runs = runs_made_on(truth, [](MeasuredRun& m, const RunPrediction& p) {
+    m.op_mean_us.clear();
+    for (const auto& [key, us] : p.op_mean_us) m.op_mean_us[key] = us;
+  });
   auto start = epo::model::load_hardware_preset("h200-sxm");
   start.gemm_call_us = 9.0;
   const Fit f = refine_on_runs(start, runs, "compute", {"kernel_launch_us"});
@@ -126,17 +138,10 @@ TEST_CASE("refine_on_runs recovers the kernel cost the op means were made with")
 TEST_CASE("refine_on_runs on whole steps recovers the kernel cost the step times were made with") {
   auto truth = epo::model::load_hardware_preset("h200-sxm");
   truth.kernel_launch_us = 7.5;
-  std::vector<MeasuredRun> runs;
-  for (int seq : {1024, 4096})
-    for (bool overlap : {false, true}) {
-      MeasuredRun m = measurement_from_json(
-          test::hand_made_measurement(overlap, seq, 1000, 1000, 0, 1e9, {{"mlp/forward", 1.0}}),
-          "m.json");
-      const RunPrediction p = predict_measured(m, truth);
-      m.step_time_us = p.step_time_us;
-      m.baseline_step_time_us = p.baseline_step_time_us;
-      runs.push_back(m);
-    }
+  const auto runs = runs_made_on(truth, [](MeasuredRun& m, const RunPrediction& p) {
+    m.step_time_us = p.step_time_us;
+    m.baseline_step_time_us = p.baseline_step_time_us;
+  });
   const auto start = epo::model::load_hardware_preset("h200-sxm");
   const Fit f = refine_on_runs(start, runs, "step", {"kernel_launch_us"});
   REQUIRE(f.fields.size() == 1);
