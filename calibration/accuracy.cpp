@@ -106,6 +106,8 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
   AccuracyReport rep;
   rep.profile_name = profile.name;
   std::map<MetricKind, std::pair<std::vector<double>, std::vector<double>>> errs;
+  std::vector<std::string> group_order;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> group_errs;
   std::vector<double> step_before(runs.size()), step_after(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     const MeasuredRun& m = runs[i];
@@ -134,6 +136,16 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
       }
       errs[kind].first.push_back(row.error_before);
       errs[kind].second.push_back(row.error_after);
+      if (kind == MetricKind::step_time) {
+        const auto& c = m.config;
+        const std::string g = c.model_name + " r" +
+                              std::to_string(c.virtual_ranks > 0 ? c.virtual_ranks : c.num_gpus) +
+                              (c.virtual_ranks > 0 ? "v " : " ") +
+                              model::to_string(c.opt.dispatcher);
+        if (!group_errs.count(g)) group_order.push_back(g);
+        group_errs[g].first.push_back(row.error_before);
+        group_errs[g].second.push_back(row.error_after);
+      }
       ra.rows.push_back(row);
     };
     for (const auto& [key, us] : m.op_mean_us) {
@@ -160,6 +172,9 @@ AccuracyReport accuracy_report(const std::vector<MeasuredRun>& runs, const BaseH
     if (it == errs.end()) continue;
     rep.stats.push_back({kind, error_stats(it->second.first), error_stats(it->second.second)});
   }
+  for (const auto& g : group_order)
+    rep.groups.push_back(
+        {g, error_stats(group_errs[g].first), error_stats(group_errs[g].second)});
   // Ranking: runs with the same key differ only in dispatcher / overlap flags.
   std::vector<std::string> keys;
   for (const auto& m : runs) keys.push_back(ranking_key(m));
@@ -227,6 +242,17 @@ std::string accuracy_report_text(const AccuracyReport& r) {
   os << "  peak memory: the executor's arena (weights, bf16 gradients, activation slots sized for\n"
         "  its capacity rows, transport buffers) against the model's peak without optimizer\n"
         "  states and without the CUDA context / NCCL / cuBLAS workspaces it keeps outside.\n";
+  if (r.groups.size() > 1) {
+    os << "step time by group (model, ranks, dispatcher): absolute error %\n";
+    std::snprintf(buf, sizeof buf, "  %-34s %5s | %9s %9s | %9s %9s\n", "group", "n", "med(bef)",
+                  "max(bef)", "med(aft)", "max(aft)");
+    os << buf;
+    for (const auto& g : r.groups) {
+      std::snprintf(buf, sizeof buf, "  %-34s %5d | %9.2f %9.2f | %9.2f %9.2f\n", g.name.c_str(),
+                    g.after.count, g.before.median, g.before.max, g.after.median, g.after.max);
+      os << buf;
+    }
+  }
   int must = 0, ok_before = 0, ok_after = 0, resolved = 0, res_before = 0, res_after = 0;
   if (!r.pairs.empty()) {
     os << "\nranking of runs that differ only in dispatcher / overlap flags (must match when the "
@@ -292,6 +318,12 @@ nlohmann::json to_json(const AccuracyReport& r) {
                      {"before", st(s.before)},
                      {"after", st(s.after)}});
   }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : r.groups)
+    groups.push_back({{"group", g.name},
+                      {"count", g.after.count},
+                      {"step_error_before", {{"median", g.before.median}, {"max", g.before.max}}},
+                      {"step_error_after", {{"median", g.after.median}, {"max", g.after.max}}}});
   nlohmann::json pairs = nlohmann::json::array();
   for (const auto& p : r.pairs)
     pairs.push_back({{"a", p.a},
@@ -309,7 +341,8 @@ nlohmann::json to_json(const AccuracyReport& r) {
                      {"match_after", p.match_after}});
   return {{"schema_version", 1},       {"kind", "calibration_report"},
           {"profile", r.profile_name}, {"runs", runs},
-          {"summary", stats},          {"ranking", pairs}};
+          {"summary", stats},          {"groups", groups},
+          {"ranking", pairs}};
 }
 
 }  // namespace epo::calib

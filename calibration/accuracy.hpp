@@ -66,10 +66,17 @@ struct RankPair {
   bool match_before = false, match_after = false;
 };
 
+/// Step-time errors of the runs of one group: model, ranks (virtual or GPUs) and dispatcher.
+struct GroupRow {
+  std::string name;
+  ErrorStats before, after;
+};
+
 struct AccuracyReport {
   std::string profile_name;
   std::vector<RunAccuracy> runs;
   std::vector<StatsRow> stats;
+  std::vector<GroupRow> groups;  ///< in order of first appearance
   std::vector<RankPair> pairs;
 };
 

@@ -110,3 +110,22 @@ TEST_CASE("ranking: pairs differing only in overlap flags, judged against the me
   CHECK(text.find("ranking right for 0/1 pairs") != std::string::npos);
   CHECK(to_json(rep)["ranking"].size() == 1);
 }
+
+TEST_CASE("step-time errors by group of model, ranks and dispatcher") {
+  const HardwareProfile hw = epo::model::load_hardware_preset("h200-sxm");
+  // Two alltoall runs (errors 20 % and 0 %) and one flex run of the same model and ranks.
+  MeasuredRun flex = scaled_run(hw, false, 1024, 1.25);
+  flex.config.opt.dispatcher = epo::model::Dispatcher::flex;
+  const std::vector<MeasuredRun> runs{scaled_run(hw, false, 1024, 1.25),
+                                      scaled_run(hw, true, 1024, 1.0), flex};
+  const AccuracyReport rep = accuracy_report(runs, base_hardware("h200-sxm"), hw);
+  REQUIRE(rep.groups.size() == 2);
+  CHECK(rep.groups[0].name.find("alltoall") != std::string::npos);
+  CHECK(rep.groups[0].after.count == 2);
+  CHECK(rep.groups[0].after.max == Approx(20.0));
+  CHECK(rep.groups[1].name.find("flex") != std::string::npos);
+  CHECK(rep.groups[1].after.count == 1);
+  CHECK(rep.groups[1].after.median == Approx(row(rep.runs[2], "step_time_us").error_after));
+  CHECK(accuracy_report_text(rep).find("step time by group") != std::string::npos);
+  CHECK(to_json(rep)["groups"].size() == 2);
+}
