@@ -220,10 +220,7 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
     HardwareProfile x = hw;
     x.gemm_efficiency = e;
     x.gemm_half_dim = h;
-    const double flops = 2.0 * g.m * g.n * g.k * g.count;
-    const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
-    const double work = std::max(flops / (model::gemm_tflops(x, g.m, g.n, g.k, false) * 1e6),
-                                 model::memory_time_us(x, bytes));
+    const double work = model::gemm_work_us(x, g.m, g.n, g.k, g.count, false);
     // Samples are back-to-back runs (executor/microbench.cu): the host's calls overlap the work.
     return std::max(work, std::max(1.0, g.count) * call);
   };
@@ -284,10 +281,7 @@ Fit fit_grouped_launch(const HardwareProfile& hw, const Samples& s) {
   auto model_time = [&](double eff, double call, const GemmSample& g) {
     HardwareProfile x = hw;
     x.grouped_gemm_efficiency = eff;
-    const double flops = 2.0 * g.m * g.n * g.k * g.count;
-    const double bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * 2.0 * g.count;
-    const double rate = model::gemm_tflops(x, g.m * g.count, g.n, g.k, false) * eff;
-    const double work = std::max(flops / (rate * 1e6), model::memory_time_us(x, bytes));
+    const double work = model::gemm_work_us(x, g.m, g.n, g.k, g.count, false, true);
     const double calls = std::ceil(g.count / model::kGroupedLaunchBatch);
     return std::max(work, calls * call);
   };

@@ -64,6 +64,15 @@ double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool
   return hw.peak_tflops(fp8) * std::min(eff, hw.gemm_efficiency);
 }
 
+double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,
+                    bool fp8, bool grouped) {
+  const double flops = 2.0 * m * n * k * count;
+  const double bytes = (m * k + k * n + m * n) * 2.0 * count;
+  const double tflops = grouped ? gemm_tflops(hw, m * count, n, k, fp8) * hw.grouped_gemm_efficiency
+                                : gemm_tflops(hw, m, n, k, fp8);
+  return std::max(flops / (tflops * 1e6), memory_time_us(hw, bytes));
+}
+
 double memory_time_us(const HardwareProfile& hw, Bytes bytes) {
   return bytes / (hw.hbm_gbps * hw.hbm_efficiency * 1e3);  // GB/s * 1e3 = bytes per us
 }

@@ -101,6 +101,13 @@ StepCosts compute_step_costs(const Config& cfg);
 /// dimensions).
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8);
 
+/// Device time of `count` GEMMs of m x n x k (bf16, or fp8) run one after another: the larger of
+/// their math at gemm_tflops and their operands' HBM traffic. With `grouped`, one grouped launch
+/// whose tiles fill the GPU like one GEMM of all m * count rows, at grouped_gemm_efficiency of
+/// its rate. The cost builder and the GEMM fits share it.
+double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,
+                    bool fp8, bool grouped = false);
+
 /// Mean rows per expert below which the executor issues a rank's expert GEMMs as one grouped
 /// cuBLAS launch (cublasGemmGroupedBatchedEx) instead of one GEMM per expert: a GEMM that small
 /// fills a fraction of the SMs on its own, and a few hundred of them in a row are bound by their

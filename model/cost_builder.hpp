@@ -35,9 +35,7 @@ class Builder {
     // A grouped GEMM is one cuBLAS call per expert (kernels/grouped_gemm.cu says why).
     const double n_calls = std::max(1.0, calls < 0 ? count : calls);
     c.num_kernels = static_cast<int>(std::lround(n_calls));
-    const double tflops = gemm_tflops(hw_, m, n, k, fp8);
-    c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
-                          n_calls, hw_.gemm_call_cost_us());
+    c.duration_us = timed(gemm_work_us(hw_, m, n, k, count, fp8), n_calls, hw_.gemm_call_cost_us());
     set_accumulate(c, m, n, k, count);
     return c;
   }
@@ -64,9 +62,7 @@ class Builder {
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return c;
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
-    const double tflops =
-        gemm_tflops(hw_, m * count, n, k, s_.fp8) * hw_.grouped_gemm_efficiency;
-    c.duration_us = timed(std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes)),
+    c.duration_us = timed(gemm_work_us(hw_, m, n, k, count, s_.fp8, true),
                           std::max(1.0, launches), hw_.grouped_call_cost_us());
     set_accumulate(c, m, n, k, count);
     return c;
