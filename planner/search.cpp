@@ -47,121 +47,111 @@ const Rule* first_error(const Config& cfg, const ValidationContext& ctx) {
   return nullptr;
 }
 
+/// Hands out [0, n) in chunks of `chunk` to the worker calling it (cursor shared by the workers),
+/// calls body(i) for each index and counts the finished chunk in `done`.
+template <typename Body>
+void for_each_chunked(long long n, long long chunk, std::atomic<long long>& cursor,
+                      std::atomic<long long>& done, Body&& body) {
+  for (;;) {
+    const long long begin = cursor.fetch_add(chunk);
+    if (begin >= n) break;
+    const long long end = std::min(n, begin + chunk);
+    for (long long i = begin; i < end; ++i) body(i);
+    done.fetch_add(end - begin);
+  }
+}
+
 /// Exhaustive mode: predict every candidate, then apply the filters.
 void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
                     std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
-  constexpr long long kChunk = 256;
   Config work = spec.base;
-  const long long n = static_cast<long long>(cands.size());
-  for (;;) {
-    const long long begin = cursor.fetch_add(kChunk);
-    if (begin >= n) break;
-    const long long end = std::min(n, begin + kChunk);
-    for (long long i = begin; i < end; ++i) {
-      apply_candidate(work, cands[static_cast<size_t>(i)]);
-      model::Prediction pred;
-      std::string model_error;
-      bool have_pred = false;
-      try {
-        pred = model::predict_fast_ranking(work);
-        have_pred = true;
-      } catch (const std::exception& e) {
-        model_error = std::string("model: ") + e.what();
-      }
-      ++out.evaluated;
-      if (const Rule* r = first_error(work, spec.ctx)) {
-        ++out.rejected[r->id];
-        continue;
-      }
-      if (!have_pred) {
-        ++out.rejected[model_error];
-        continue;
-      }
-      if (!pred.memory.fits) {
-        ++out.rejected["memory"];
-        continue;
-      }
-      out.feasible.push_back(
-          {i, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+  for_each_chunked(static_cast<long long>(cands.size()), 256, cursor, done, [&](long long i) {
+    apply_candidate(work, cands[static_cast<size_t>(i)]);
+    model::Prediction pred;
+    std::string model_error;
+    bool have_pred = false;
+    try {
+      pred = model::predict_fast_ranking(work);
+      have_pred = true;
+    } catch (const std::exception& e) {
+      model_error = std::string("model: ") + e.what();
     }
-    done.fetch_add(end - begin);
-  }
+    ++out.evaluated;
+    if (const Rule* r = first_error(work, spec.ctx)) {
+      ++out.rejected[r->id];
+      return;
+    }
+    if (!have_pred) {
+      ++out.rejected[model_error];
+      return;
+    }
+    if (!pred.memory.fits) {
+      ++out.rejected["memory"];
+      return;
+    }
+    out.feasible.push_back(
+        {i, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+  });
 }
 
 /// Fast mode, phase 1: rules, memory lower bound, step-time lower bound.
 void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
                  std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out,
                  std::vector<Bounded>& passed) {
-  constexpr long long kChunk = 512;
   Config work = spec.base;
-  const long long n = static_cast<long long>(cands.size());
-  for (;;) {
-    const long long begin = cursor.fetch_add(kChunk);
-    if (begin >= n) break;
-    const long long end = std::min(n, begin + kChunk);
-    for (long long i = begin; i < end; ++i) {
-      const Candidate& c = cands[static_cast<size_t>(i)];
-      apply_candidate(work, c);
-      if (const Rule* r = first_error(work, spec.ctx)) {
-        ++out.rejected[r->id];
-        continue;
-      }
-      const auto mem = model::estimate_memory(work, in_flight_lower_bound(work));
-      if (!mem.fits) {
-        ++out.rejected["memory"];
-        continue;
-      }
-      double lb = 0;
-      try {
-        lb = step_lower_bound_us(work, model::compute_step_costs(work));
-      } catch (const std::exception&) {
-        lb = 0;  // the prediction will say what is wrong
-      }
-      const bool ref = c.dispatcher != static_cast<std::uint8_t>(Dispatcher::flex) && !c.overlap;
-      passed.push_back({i, lb, mem.total_bytes, ref,
-                        c.dispatcher == static_cast<std::uint8_t>(Dispatcher::flex) ? 1 : 0});
+  for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
+    const Candidate& c = cands[static_cast<size_t>(i)];
+    apply_candidate(work, c);
+    if (const Rule* r = first_error(work, spec.ctx)) {
+      ++out.rejected[r->id];
+      return;
     }
-    done.fetch_add(end - begin);
-  }
+    const auto mem = model::estimate_memory(work, in_flight_lower_bound(work));
+    if (!mem.fits) {
+      ++out.rejected["memory"];
+      return;
+    }
+    double lb = 0;
+    try {
+      lb = step_lower_bound_us(work, model::compute_step_costs(work));
+    } catch (const std::exception&) {
+      lb = 0;  // the prediction will say what is wrong
+    }
+    const bool ref = c.dispatcher != static_cast<std::uint8_t>(Dispatcher::flex) && !c.overlap;
+    passed.push_back({i, lb, mem.total_bytes, ref,
+                      c.dispatcher == static_cast<std::uint8_t>(Dispatcher::flex) ? 1 : 0});
+  });
 }
 
 /// Fast mode, phase 2: predictions in order of the step-time bound, skipping what cannot matter.
 void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,
                   const std::vector<Bounded>& order, Incumbents& inc,
                   std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
-  constexpr long long kChunk = 8;
   Config work = spec.base;
-  const long long n = static_cast<long long>(order.size());
-  for (;;) {
-    const long long begin = cursor.fetch_add(kChunk);
-    if (begin >= n) break;
-    const long long end = std::min(n, begin + kChunk);
-    for (long long k = begin; k < end; ++k) {
-      const Bounded& b = order[static_cast<size_t>(k)];
-      if (inc.can_skip(b)) {
-        ++out.skipped;
-        continue;
-      }
-      apply_candidate(work, cands[static_cast<size_t>(b.idx)]);
-      model::Prediction pred;
-      try {
-        pred = model::predict_fast_ranking(work);
-      } catch (const std::exception& e) {
-        ++out.evaluated;
-        ++out.rejected[std::string("model: ") + e.what()];
-        continue;
-      }
-      ++out.evaluated;
-      if (!pred.memory.fits) {
-        ++out.rejected["memory"];
-        continue;
-      }
-      inc.add(b, pred.step_time_us, pred.memory.total_bytes);
-      out.feasible.push_back(
-          {b.idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+  for_each_chunked(static_cast<long long>(order.size()), 8, cursor, done, [&](long long k) {
+    const Bounded& b = order[static_cast<size_t>(k)];
+    if (inc.can_skip(b)) {
+      ++out.skipped;
+      return;
     }
-    done.fetch_add(end - begin);
-  }
+    apply_candidate(work, cands[static_cast<size_t>(b.idx)]);
+    model::Prediction pred;
+    try {
+      pred = model::predict_fast_ranking(work);
+    } catch (const std::exception& e) {
+      ++out.evaluated;
+      ++out.rejected[std::string("model: ") + e.what()];
+      return;
+    }
+    ++out.evaluated;
+    if (!pred.memory.fits) {
+      ++out.rejected["memory"];
+      return;
+    }
+    inc.add(b, pred.step_time_us, pred.memory.total_bytes);
+    out.feasible.push_back(
+        {b.idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+  });
 }
 
 /// Predicts the candidates `wanted` selects that are not among `feasible` (fast mode skipped
