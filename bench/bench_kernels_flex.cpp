@@ -5,6 +5,7 @@
 // two-GPU rows run on.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -272,23 +273,24 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     add_row(report, {"flex_own_row_src", shape.model, "ep" + std::to_string(R) + " /launch", tokens,
                      t_o, own_bytes / kMB, -1, floor_o});
   }
-  // Receive-side permute (compute side, all SMs): one row read (from recv_x or, for the own
-  // tokens, from x) and written per expert row; bound: a device-to-device copy of the same bytes.
-  {
-    const double permute_bytes = 2.0 * expert_rows * row_bytes;
-    const double t_p = median_time_us(
+  // A compute-side flex kernel run for every rank (all SMs) against a device-to-device copy of
+  // the same bytes, with its >= 80 % goal.
+  auto local_row = [&](const char* op, double bytes, const std::function<void(int)>& run) {
+    const double t = median_time_us(
         [&] {
-          for (int r = 0; r < R; ++r) permute(w, r);
+          for (int r = 0; r < R; ++r) run(r);
         },
         stream, timing);
-    const double bound_p =
-        copy_bound_us(static_cast<size_t>(permute_bytes / 2) / 16 * 16, stream, timing);
-    const double pct_p = add_row(report, {"flex_permute", shape.model, "ep" + std::to_string(R),
-                                          tokens, t_p, permute_bytes / kMB, -1, bound_p});
-    report.goal("flex_permute " + shape.model + " " + std::to_string(tokens) + " ep" +
+    const double bound = copy_bound_us(static_cast<size_t>(bytes / 2) / 16 * 16, stream, timing);
+    const double pct = add_row(report, {op, shape.model, "ep" + std::to_string(R), tokens, t,
+                                        bytes / kMB, -1, bound});
+    report.goal(std::string(op) + " " + shape.model + " " + std::to_string(tokens) + " ep" +
                     std::to_string(R) + " of copy bound",
-                pct_p, ">=", 80.0, "%");
-  }
+                pct, ">=", 80.0, "%");
+  };
+  // Receive-side permute: one row read (from recv_x or, for the own tokens, from x) and written
+  // per expert row.
+  local_row("flex_permute", 2.0 * expert_rows * row_bytes, [&](int r) { permute(w, r); });
   // Combine, transfer: the rows of other ranks read and written once by the send, then every
   // partial read and one row per token written by the reduce.
   const double combine_bytes = 2.0 * copies_to_others(w) * row_bytes + copies * row_bytes +
@@ -298,23 +300,9 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     for (int r = 0; r < R; ++r) send_combine(w, r, num_sms);
     for (int r = 0; r < R; ++r) wait_and_reduce_combine(w, r, num_sms, outs[r]);
   };
-  // Combine, local half (compute side, all SMs): expert rows read, one row per received token
-  // written; its bound is a device-to-device copy of the same bytes.
-  const double unpermute_bytes = (expert_rows + copies) * row_bytes;
-  {
-    const double t_u = median_time_us(
-        [&] {
-          for (int r = 0; r < R; ++r) unpermute(w, r, 0);
-        },
-        stream, timing);
-    const double bound_u =
-        copy_bound_us(static_cast<size_t>(unpermute_bytes / 2) / 16 * 16, stream, timing);
-    const double pct_u = add_row(report, {"flex_unpermute", shape.model, "ep" + std::to_string(R),
-                                          tokens, t_u, unpermute_bytes / kMB, -1, bound_u});
-    report.goal("flex_unpermute " + shape.model + " " + std::to_string(tokens) + " ep" +
-                    std::to_string(R) + " of copy bound",
-                pct_u, ">=", 80.0, "%");
-  }
+  // Combine, local half: expert rows read, one row per received token written.
+  local_row("flex_unpermute", (expert_rows + copies) * row_bytes,
+            [&](int r) { unpermute(w, r, 0); });
 
   DeviceMem copy_src(
       std::min<size_t>(static_cast<size_t>(std::max(dispatch_bytes, combine_bytes) / 2),
