@@ -92,35 +92,26 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     std::sort(samples.begin(), samples.end());
     return samples[samples.size() / 2];
   };
-  auto dispatch_send = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      ++w.dispatch_seq;
+  // The send of both GPUs between start and end events on each GPU's stream; `seq` is the
+  // transfer's sequence number (bumped per launch), `send` one rank's send with `sms` SMs.
+  auto timed_send = [&](int sms, uint64_t& seq, void (*send)(World&, int, int)) {
+    return [&, sms, send, seqp = &seq](cudaEvent_t* s, cudaEvent_t* e) {
+      ++*seqp;
       for (int r = 0; r < 2; ++r) {
         cuda_check(cudaSetDevice(r), "cudaSetDevice");
         cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
       }
       for (int r = 0; r < 2; ++r) {
-        send_dispatch(w, r, sms);
+        send(w, r, sms);
         cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
       }
     };
   };
+  auto dispatch_send = [&](int sms) { return timed_send(sms, w.dispatch_seq, send_dispatch); };
   auto dispatch_finish = [&] {
     for (int r = 0; r < 2; ++r) wait_dispatch(w, r);
   };
-  auto combine_send = [&](int sms) {
-    return [&, sms](cudaEvent_t* s, cudaEvent_t* e) {
-      ++w.combine_seq;
-      for (int r = 0; r < 2; ++r) {
-        cuda_check(cudaSetDevice(r), "cudaSetDevice");
-        cuda_check(cudaEventRecord(s[r], w.ranks[r].stream), "record");
-      }
-      for (int r = 0; r < 2; ++r) {
-        send_combine(w, r, sms);
-        cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
-      }
-    };
-  };
+  auto combine_send = [&](int sms) { return timed_send(sms, w.combine_seq, send_combine); };
   auto combine_finish = [&] {
     for (int r = 0; r < 2; ++r) wait_and_reduce_combine(w, r, 32, outs[r]);
   };
