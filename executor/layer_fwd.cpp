@@ -121,10 +121,10 @@ void pre_dispatch_fwd(RankState& rs, int mb, int layer) {
     const auto& m = cfg.model;
     const int groups = m.router_num_groups > 0 ? m.router_num_groups : 1;
     const int group_topk = m.router_num_groups > 0 ? m.router_group_topk : 1;
-    // Skewed: the router GEMM ran for its time; the scores it routes on are drawn so that each
-    // token's experts follow the cost model's popularity (rs.skew_log_weight()).
-    // Drawn per block of T tokens with that block's seed, as the embedding is, so a rank that
-    // holds several ranks' tokens (the --check reference) routes each token as its rank does.
+    // Skewed: the router GEMM ran for its time; the scores routed on are drawn so that each
+    // token's experts follow the cost model's popularity (rs.skew_log_weight()), per block of T
+    // tokens with that block's seed as the embedding is, so a rank holding several ranks' tokens
+    // (the --check reference) routes each token as its rank does.
     if (cfg.opt.routing.kind == model::RoutingKind::skewed)
       for (int b = 0; b < rs.setup().blocks; ++b)
         launch_skewed_logits(s.logits + static_cast<std::int64_t>(b) * T * E, T, E,

@@ -172,13 +172,14 @@ ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp) {
 }
 
 std::vector<float> skew_log_weights(const model::Config& cfg, int num_experts) {
-  std::vector<float> bias(static_cast<std::size_t>(std::max(0, num_experts)), 0.0f);
-  if (cfg.opt.routing.kind != model::RoutingKind::skewed || num_experts <= 0) return bias;
+  std::vector<float> log_w(static_cast<std::size_t>(std::max(0, num_experts)), 0.0f);
+  if (cfg.opt.routing.kind != model::RoutingKind::skewed || num_experts <= 0) return log_w;
   const auto pop = model::expert_popularity(num_experts, model::RoutingKind::skewed,
                                             cfg.opt.routing.skew, cfg.opt.routing.seed);
   const double top = *std::max_element(pop.begin(), pop.end());
-  for (std::size_t e = 0; e < bias.size(); ++e) bias[e] = static_cast<float>(std::log(pop[e] / top));
-  return bias;
+  for (std::size_t e = 0; e < log_w.size(); ++e)
+    log_w[e] = static_cast<float>(std::log(pop[e] / top));
+  return log_w;
 }
 
 int activation_slots(const model::Schedule& schedule) {

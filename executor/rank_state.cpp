@@ -260,10 +260,10 @@ void RankState::init_weights() {
   // Skewed routing draws each token's experts with probabilities proportional to their
   // popularity in the cost model (model::expert_popularity: Zipf over a seeded order of the
   // experts), busiest rank included: ln popularity plus Gumbel noise (pre_dispatch_fwd).
-  const std::vector<float> bias = skew_log_weights(cfg_, static_cast<int>(E));
-  EPO_CHECK_CUDA(cudaMemcpyAsync(skew_log_weight_, bias.data(), sizeof(float) * E,
+  const std::vector<float> log_w = skew_log_weights(cfg_, static_cast<int>(E));
+  EPO_CHECK_CUDA(cudaMemcpyAsync(skew_log_weight_, log_w.data(), sizeof(float) * E,
                                  cudaMemcpyHostToDevice, s));
-  EPO_CHECK_CUDA(cudaStreamSynchronize(s));  // `bias` goes out of scope
+  EPO_CHECK_CUDA(cudaStreamSynchronize(s));  // `log_w` goes out of scope
 }
 
 void RankState::zero_grads() {

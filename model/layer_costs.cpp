@@ -157,7 +157,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     } else if (std::strcmp(c.name, "attn.core") == 0) {
       // Flash attention's backward recomputes the scores: ~2.5x its forward. The executor's
       // stand-in keeps them and runs its two batched GEMMs twice (executor/layer_bwd.cpp).
-      d = b.core_attention("attn.core.bwd", b.cfg_.virtual_ranks > 0 ? 2.0 : 2.5);
+      d = b.core_attention("attn.core.bwd", executor_layer ? 2.0 : 2.5);
     } else if (c.flops == 0) {
       d.hbm_bytes *= 2;
       d.duration_us = b.timed(memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
@@ -207,7 +207,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
         o.expert_gemm == ExpertGemm::grouped ||
         (o.expert_gemm == ExpertGemm::automatic && me < kGroupedLaunchMaxRowsPerExpert);
     auto expert_gemm = [&](const char* name, double n, double k) {
-      Component c = grouped ? b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch))
+      const double launches = std::ceil(calls / kGroupedLaunchBatch);
+      Component c = grouped ? b.grouped_gemm(name, me, n, k, E_l, launches)
                             : b.gemm(name, me, n, k, E_l, true, calls);
       // Only the experts with rows accumulate a weight gradient.
       if (calls < E_l) b.set_accumulate(c, P / std::max(1.0, calls), n, k, calls);

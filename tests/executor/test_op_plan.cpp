@@ -171,14 +171,14 @@ TEST_CASE("skewed routing's log weights follow the cost model's expert popularit
   CHECK(exec::skew_log_weights(cfg, E) == std::vector<float>(E, 0.0f));  // not skewed
   cfg.opt.routing.kind = model::RoutingKind::skewed;
   cfg.opt.routing.skew = 1.2;
-  const auto bias = exec::skew_log_weights(cfg, E);
+  const auto log_w = exec::skew_log_weights(cfg, E);
   const auto pop = model::expert_popularity(E, model::RoutingKind::skewed, 1.2, cfg.opt.routing.seed);
-  REQUIRE(bias.size() == pop.size());
-  CHECK(*std::max_element(bias.begin(), bias.end()) == Approx(0.0f).margin(1e-6));
+  REQUIRE(log_w.size() == pop.size());
+  CHECK(*std::max_element(log_w.begin(), log_w.end()) == Approx(0.0f).margin(1e-6));
   for (int a = 0; a < E; ++a)
     for (int b = 0; b < E; ++b)
-      if (pop[a] > pop[b] * 1.0001) CHECK(bias[a] > bias[b]);
-  // exp(bias) is the popularity relative to the top expert.
+      if (pop[a] > pop[b] * 1.0001) CHECK(log_w[a] > log_w[b]);
+  // exp(log_w) is the popularity relative to the top expert.
   const double top = *std::max_element(pop.begin(), pop.end());
-  for (int e = 0; e < E; ++e) CHECK(std::exp(bias[e]) == Approx(pop[e] / top).epsilon(1e-5));
+  for (int e = 0; e < E; ++e) CHECK(std::exp(log_w[e]) == Approx(pop[e] / top).epsilon(1e-5));
 }
