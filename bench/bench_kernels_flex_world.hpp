@@ -36,7 +36,7 @@ struct World {
   uint64_t dispatch_seq = 0, combine_seq = 0;
   ~World() {
     for (size_t i = 0; i < ranks.size(); ++i) {
-      // Virtual ranks share rank 0's stream; destroy each stream once.
+      // Virtual ranks may share rank 0's stream; destroy each stream once.
       if (!ranks[i].stream || (i > 0 && ranks[i].stream == ranks[0].stream)) continue;
       cudaSetDevice(ranks[i].device);
       cudaStreamDestroy(ranks[i].stream);
@@ -47,15 +47,17 @@ struct World {
 
 /// Allocates and fills one rank per entry of devices (their GPU ids) for `tokens` tokens per rank.
 void setup(World& w, const Shape& shape, int tokens, const std::vector<int>& devices);
-/// Launches rank r's dispatch sends on num_sms SMs.
-void send_dispatch(World& w, int r, int num_sms);
+/// Launches rank r's dispatch sends on num_sms SMs; threads_per_block as
+/// launch_flex_dispatch_send (0 = its default).
+void send_dispatch(World& w, int r, int num_sms, int threads_per_block = 0);
 /// Enqueues on rank r's stream the wait for its incoming dispatch.
 void wait_dispatch(World& w, int r);
 /// Launches rank r's local half of the combine (flex unpermute of expert_out into its receive
 /// rows) on num_sms SMs (0: as many as useful).
 void unpermute(World& w, int r, int num_sms);
-/// Launches rank r's combine send (the transfer of the unpermuted rows) on num_sms SMs.
-void send_combine(World& w, int r, int num_sms);
+/// Launches rank r's combine send (the transfer of the unpermuted rows) on num_sms SMs;
+/// threads_per_block as launch_flex_combine_send (0 = its default).
+void send_combine(World& w, int r, int num_sms, int threads_per_block = 0);
 /// Enqueues rank r's combine wait and the reduce of its tokens into out on num_sms SMs.
 void wait_and_reduce_combine(World& w, int r, int num_sms, DeviceMem& out);
 /// After one dispatch: lay out every rank's received tokens by local expert (the own tokens'

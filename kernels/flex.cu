@@ -23,10 +23,12 @@ namespace {
 
 using detail::kBf16PerVec;
 using detail::kWarpSize;
-// Sends stream rows: 1024 threads, 8 vectors of 16 bytes loaded per lane before any store, so
-// one SM keeps 128 KB of reads in flight (a copy needs about that to run at HBM or NVLink rate).
+// Sends stream rows: 1024 threads by default, 8 vectors of 16 bytes loaded per lane before any
+// store, so one SM keeps 128 KB of reads in flight (a copy needs about that to run at HBM rate).
+// The launchers also take 512 threads (64 KB per SM): over NVLink, fewer bytes in flight per SM
+// can hold the link's rate better. The kernels read their warps per block from blockDim.x.
 constexpr int kSendThreads = 1024;
-constexpr int kSendWarps = kSendThreads / kWarpSize;
+constexpr int kSendThreadsSmall = 512;
 constexpr int kSendUnroll = 8;
 // Combine send: one warp copies a tile of 8 vectors per lane (4 KB, contiguous) per step.
 constexpr int kCopyTileVecs = kSendUnroll * kWarpSize;
@@ -189,7 +191,8 @@ __global__ void __launch_bounds__(kSendThreads)
   }
   __syncthreads();
   const int lane = threadIdx.x % kWarpSize;
-  const int warps = gridDim.x * kSendWarps;
+  const int block_warps = static_cast<int>(blockDim.x) / kWarpSize;
+  const int warps = gridDim.x * block_warps;
   const uint64_t self_bit = uint64_t{1} << a.rank;
   // Routing of the warp's next token, loaded while the current row streams (a token's metadata
   // is one dependent round trip; for short rows it would otherwise cost as much as the row).
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(kSendThreads)
       if (i < a.vecs_per_row) dst[i] = v[u];
     }
   };
-  const int first_token = blockIdx.x * kSendWarps + threadIdx.x / kWarpSize;
+  const int first_token = blockIdx.x * block_warps + threadIdx.x / kWarpSize;
   fetch(first_token);
   for (int t = first_token; t < a.num_tokens; t += warps) {
     const int slot_lo = next_slot_lo, slot_hi = next_slot_hi;
@@ -288,8 +291,9 @@ __global__ void __launch_bounds__(kSendThreads)
   }
   __syncthreads();
   const int lane = threadIdx.x % kWarpSize;
-  const int warp = blockIdx.x * kSendWarps + threadIdx.x / kWarpSize;
-  const int warps = gridDim.x * kSendWarps;
+  const int block_warps = static_cast<int>(blockDim.x) / kWarpSize;
+  const int warp = blockIdx.x * block_warps + threadIdx.x / kWarpSize;
+  const int warps = gridDim.x * block_warps;
   const int4* x = reinterpret_cast<const int4*>(own.recv_x);
   // Warp w starts at source w % R and goes round, so at any time the warps are spread over every
   // destination and each link is busy from the start (all warps on one source at a time would
@@ -522,6 +526,14 @@ void check_sms(const char* fn, int num_sms) {
   detail::require(num_sms >= 1 && num_sms <= 1024, fn, "num_sms must be in [1, 1024]");
 }
 
+// The send kernels' block size: 0 = the default (kSendThreads), else 512 or 1024.
+int send_threads(const char* fn, int threads_per_block) {
+  detail::require(threads_per_block == 0 || threads_per_block == kSendThreadsSmall ||
+                      threads_per_block == kSendThreads,
+                  fn, "threads_per_block must be 0, 512 or 1024");
+  return threads_per_block == 0 ? kSendThreads : threads_per_block;
+}
+
 }  // namespace
 
 void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int* topk_idx,
@@ -529,12 +541,13 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
                                const int* num_tokens_per_rank, int num_tokens, int hidden,
                                int num_topk, int num_experts, int max_tokens_per_rank,
                                const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
-                               int num_sms, cudaStream_t stream) {
+                               int num_sms, cudaStream_t stream, int threads_per_block) {
   constexpr const char* kFn = "launch_flex_dispatch_send";
   using detail::require;
   check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
   check_own(kFn, own);
   check_sms(kFn, num_sms);
+  const int threads = send_threads(kFn, threads_per_block);
   require(num_tokens >= 0 && num_tokens <= max_tokens_per_rank, kFn,
           "num_tokens must be in [0, max_tokens_per_rank]");
   require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
@@ -556,7 +569,7 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
                       num_experts / num_ranks,
                       max_tokens_per_rank,
                       seq};
-  launch_chained(flex_dispatch_send_kernel, num_sms, kSendThreads, 0, stream, args,
+  launch_chained(flex_dispatch_send_kernel, num_sms, threads, 0, stream, args,
                  reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
                  num_tokens_per_rank, peers, own);
 }
@@ -665,14 +678,15 @@ void launch_flex_permute(int num_ranks, int max_tokens_per_rank, const bf16* rec
 
 void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
                               const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
-                              int num_sms, cudaStream_t stream) {
+                              int num_sms, cudaStream_t stream, int threads_per_block) {
   constexpr const char* kFn = "launch_flex_combine_send";
   check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
   check_own(kFn, own);
   check_sms(kFn, num_sms);
+  const int threads = send_threads(kFn, threads_per_block);
   detail::require_pointer(peers, kFn, "peers");
   const SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, 1, 1, max_tokens_per_rank, seq};
-  launch_chained(flex_combine_send_kernel, num_sms, kSendThreads, 0, stream, args, peers, own);
+  launch_chained(flex_combine_send_kernel, num_sms, threads, 0, stream, args, peers, own);
 }
 
 void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,

@@ -293,13 +293,14 @@ void check_flex_error(const FlexError* record);
 /// [num_tokens][num_topk], token_slot_in_rank[num_tokens][num_ranks],
 /// num_tokens_per_rank[num_ranks] from launch_flex_layout; peers: DEVICE array of num_ranks
 /// FlexBuffers; own: this rank's FlexBuffers (host copy; its done_counter is used). num_sms = grid
-/// size (blocks), 1..1024.
+/// size (blocks), 1..1024. threads_per_block: 0 = 1024 (128 KB of reads in flight per block), else
+/// 512 or 1024 (512 keeps 64 KB in flight per block: for NVLink with few SMs); same results.
 void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int* topk_idx,
                                const float* topk_weights, const int* token_slot_in_rank,
                                const int* num_tokens_per_rank, int num_tokens, int hidden,
                                int num_topk, int num_experts, int max_tokens_per_rank,
                                const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
-                               int num_sms, cudaStream_t stream);
+                               int num_sms, cudaStream_t stream, int threads_per_block = 0);
 
 /// Receiver `rank` waits until every source's recv_flag == seq (one small block; spins with
 /// timeout_cycles, then records rank/source/what in *error and returns). own: this rank's buffers.
@@ -347,10 +348,11 @@ void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int6
 /// Expert rank `rank` returns the rows launch_flex_unpermute left in own.recv_x: for every other
 /// source s, own.recv_x[s][0, recv_count[s]) is copied as is (16-byte vectors) to
 /// peers[s].combine_x[rank][same slots]; then, after all blocks, peers[s].combine_flag[rank] = seq
-/// for every s (itself included). Never waits. num_sms = grid size, 1..1024.
+/// for every s (itself included). Never waits. num_sms = grid size, 1..1024. threads_per_block:
+/// 0 = 1024, else 512 or 1024 (as launch_flex_dispatch_send; same results).
 void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
                               const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
-                              int num_sms, cudaStream_t stream);
+                              int num_sms, cudaStream_t stream, int threads_per_block = 0);
 
 /// Source `rank` waits until every expert rank's combine_flag == seq (timeout as dispatch_wait).
 void launch_flex_combine_wait(int rank, int num_ranks, const FlexBuffers& own, uint64_t seq,
