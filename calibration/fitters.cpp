@@ -28,10 +28,12 @@ double& profile_field(HardwareProfile& hw, const std::string& name) {
   if (name == "nccl_efficiency") return hw.nccl_efficiency;
   if (name == "nccl_latency_us") return hw.nccl_latency_us;
   if (name == "local_copy_gbps_per_sm") return hw.local_copy_gbps_per_sm;
+  if (name == "local_copy_max_gbps") return hw.local_copy_max_gbps;
   if (name == "contention_coeff") return hw.contention_coeff;
   if (name == "contention_exp") return hw.contention_exp;
   if (name == "nvl_contention_coeff") return hw.nvl_contention_coeff;
   if (name == "nvl_contention_exp") return hw.nvl_contention_exp;
+  if (name == "vr_tail_coeff") return hw.vr_tail_coeff;
   throw EPO_RUNTIME_ERROR("no fitted profile field named '", name, "'");
 }
 
@@ -158,36 +160,122 @@ Fit fit_host_sync(const HardwareProfile& hw, const Samples& s) {
   return fit_mean("host_sync", "host_sync_us", s.host_sync_us, hw, 1e4);
 }
 
+Fit fit_hbm(const HardwareProfile& hw, const Samples& s) {
+  Fit f = make_fit("hbm", "t = 2 * bytes / (hbm_gbps * hbm_efficiency) (whole-GPU copy, back to back)",
+                   "us", hw, {"hbm_efficiency"});
+  std::vector<HbmSample> pts;
+  for (const auto& h : s.hbm)
+    if (h.bytes >= kHbmResidentBytes) pts.push_back(h);
+  f.source = std::to_string(pts.size()) + " hbm samples of at least " +
+             bytes_label(kHbmResidentBytes);
+  double sum = 0;
+  for (const auto& h : pts) {
+    f.labels.push_back("memcpy " + bytes_label(h.bytes));
+    f.measured.push_back(h.time_us);
+    sum += 2.0 * h.bytes / (h.time_us * 1e3 * hw.hbm_gbps);
+  }
+  if (pts.empty()) {
+    f.fields[0].refusal = "too few points: no hbm sample of at least " +
+                          bytes_label(kHbmResidentBytes) + " (samples of an older bench)";
+    return f;
+  }
+  f.fields[0].value = sum / static_cast<double>(pts.size());
+  if (f.fields[0].value > 1.0)
+    refuse(f.fields[0], fmt("%.4g > 1: bandwidth above the datasheet peak of %.4g GB/s",
+                            f.fields[0].value, hw.hbm_gbps));
+  evaluate(f, [&](const std::vector<double>& p, size_t i) {
+    return 2.0 * pts[i].bytes / (hw.hbm_gbps * p[0] * 1e3);
+  });
+  return f;
+}
+
 Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
-  Fit f = make_fit(
-      "copy",
-      "t = launches + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2); "
-      "launches = kernel_launch_us (copy) or ep * kernel_launch_us (local transport)",
-      "us",
-      hw, {"local_copy_gbps_per_sm", "hbm_efficiency"});
-  std::vector<BwPoint> pts;
+  Fit f = make_fit("copy",
+                   "t = launches + bytes / min(1 / (1 / (blocks * local_copy_gbps_per_sm) + 1 / "
+                   "local_copy_max_gbps), hbm_gbps * hbm_efficiency / 2); blocks = sms (copy) or "
+                   "ep * sms (local transport), at most 4 per SM; launches = kernel_launch_us "
+                   "(copy) or ep * kernel_launch_us (local transport)",
+                   "us", hw, {"local_copy_gbps_per_sm", "local_copy_max_gbps"});
+  // Unset (0) means the HBM copy rate: start from, and keep on refusal, what it stands for.
+  f.fields[1].base = f.fields[1].value = hw.local_copy_max_cost_gbps();
+  // Only transfers whose data cannot stay in L2 (smaller ones run from the cache, at about twice
+  // the per-block rate, and would bend the HBM curve the exchanges between ranks follow).
+  struct Point {
+    double bytes, blocks, fixed_us, time_us;
+  };
+  std::vector<Point> pts;
+  int copies = 0, local = 0, small = 0;
   for (const auto& c : s.copy) {
+    if (c.bytes < kHbmResidentBytes) {
+      ++small;
+      continue;
+    }
     pts.push_back({c.bytes, static_cast<double>(c.sms), hw.kernel_launch_us, c.time_us});
     f.labels.push_back("copy " + bytes_label(c.bytes) + " sms=" + std::to_string(c.sms));
+    ++copies;
   }
-  int local = 0;
   for (const auto& t : s.transport) {
     if (t.kind != TransportKind::local) continue;
-    // All ep virtual ranks copy at once, each holding t.sms SMs; the benchmark copies every part,
-    // the rank's own included (executor/microbench.cu), so ep * bytes_per_rank move.
+    // All ep virtual ranks copy at once, each with t.sms blocks; the benchmark copies every part,
+    // the rank's own included (executor/microbench.cu), so ep * bytes_per_rank move. One host
+    // thread launches every rank's copy (model::Builder::exchange), one after another.
     const double bytes = t.bytes_per_rank * t.ep;
-    const double sms = std::min<double>(hw.num_sms, double(t.ep) * t.sms);
-    // One host thread launches every rank's copy (model::Builder::exchange), one after another.
-    pts.push_back({bytes, sms, t.ep * hw.kernel_launch_us, t.time_us});
+    if (bytes < kHbmResidentBytes) {
+      ++small;
+      continue;
+    }
+    pts.push_back({bytes, double(t.ep) * t.sms, t.ep * hw.kernel_launch_us, t.time_us});
     f.labels.push_back("local ep=" + std::to_string(t.ep) + " " + bytes_label(t.bytes_per_rank) +
                        " sms=" + std::to_string(t.sms));
     ++local;
   }
   for (const auto& q : pts) f.measured.push_back(q.time_us);
-  f.source = std::to_string(s.copy.size()) + " copy + " + std::to_string(local) +
-             " local transport samples";
+  f.source = std::to_string(copies) + " copy + " + std::to_string(local) +
+             " local transport samples of at least " + bytes_label(kHbmResidentBytes) + " (" +
+             std::to_string(small) + " smaller left out)";
   if (refuse_if_too_few(f, static_cast<int>(pts.size()), "copy/local transport")) return f;
-  fit_bandwidth(f, pts, hw.hbm_gbps, 0.5, 1e3);
+  auto model_time = [&](double per_block, double max_gbps, const Point& q) {
+    HardwareProfile x = hw;
+    x.local_copy_gbps_per_sm = per_block;
+    x.local_copy_max_gbps = max_gbps;
+    return q.fixed_us + q.bytes / (model::local_copy_gbps(x, q.blocks) * 1e3);
+  };
+  NonlinearProblem pb;
+  pb.lower = Eigen::Vector2d(0.1, 1.0);
+  pb.upper = Eigen::Vector2d(1e4, 1e6);
+  pb.residuals = [&](const Eigen::VectorXd& p) {
+    Eigen::VectorXd r(pts.size());
+    for (size_t i = 0; i < pts.size(); ++i)
+      r(i) = model_time(p(0), p(1), pts[i]) / pts[i].time_us - 1.0;
+    return r;
+  };
+  const auto res =
+      levenberg_marquardt(pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
+  const double per_block = res.params(0), max_gbps = res.params(1);
+  f.fields[0].value = per_block;
+  f.fields[1].value = max_gbps;
+  // Each parameter needs two points whose byte time it carries at least a third of.
+  int block_limited = 0, max_limited = 0;
+  for (const auto& q : pts) {
+    const double a = 1.0 / (q.blocks * per_block), b = 1.0 / max_gbps;
+    block_limited += a >= (a + b) / 3;
+    max_limited += b >= (a + b) / 3;
+  }
+  if (block_limited < 2)
+    refuse(f.fields[0], "only " + std::to_string(block_limited) +
+                            " sample(s) limited by the blocks held; need at least 2 (sweep fewer "
+                            "SMs)");
+  if (max_limited < 2)
+    refuse(f.fields[1], "only " + std::to_string(max_limited) +
+                            " sample(s) near the curve's asymptote; need at least 2 (sweep more "
+                            "SMs or ranks)");
+  if (per_block > 1e3)
+    refuse(f.fields[0], fmt("%.4g GB/s per block is above the plausible %.4g", per_block, 1e3));
+  if (max_gbps > hw.hbm_gbps)
+    refuse(f.fields[1], fmt("%.4g GB/s of payload is above the HBM peak of %.4g GB/s", max_gbps,
+                            hw.hbm_gbps));
+  refit_accepted(f, pb);
+  evaluate(f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], pts[i]); });
   return f;
 }
 

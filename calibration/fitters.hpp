@@ -42,8 +42,13 @@ double& profile_field(model::HardwareProfile& hw, const std::string& name);
 Fit fit_launch(const model::HardwareProfile& hw, const Samples& s);
 /// host_sync_us: the mean of the host_sync samples.
 Fit fit_host_sync(const model::HardwareProfile& hw, const Samples& s);
-/// hbm_efficiency and local_copy_gbps_per_sm from copy and local-transport samples:
-/// t = launch + bytes / min(sms * local_copy_gbps_per_sm, hbm_gbps * hbm_efficiency / 2).
+/// Transfers of at least this many bytes cannot stay in the H200's 50 MB L2 (source and
+/// destination together): only they measure HBM rates.
+constexpr double kHbmResidentBytes = 64.0 * (1 << 20);
+/// hbm_efficiency from whole-GPU copies (hbm samples of at least kHbmResidentBytes).
+Fit fit_hbm(const model::HardwareProfile& hw, const Samples& s);
+/// local_copy_gbps_per_sm and local_copy_max_gbps from copy and local-transport samples of at
+/// least kHbmResidentBytes: t = launches + bytes / model::local_copy_gbps(blocks).
 Fit fit_copy(const model::HardwareProfile& hw, const Samples& s);
 /// gemm_efficiency and gemm_half_dim from gemm and grouped_gemm samples (model::gemm_tflops).
 Fit fit_gemm(const model::HardwareProfile& hw, const Samples& s);

@@ -162,15 +162,17 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     const bool efficiency = name.find("efficiency") != std::string::npos;
     const bool latency = name.find("_us") != std::string::npos;
     // gemm_call_us = 0 would mean "the kernel launch cost": keep it positive.
-    pb.lower(k) = efficiency ? 1e-4 : name == "gemm_call_us" ? 1e-3 : latency ? 0.0 : 0.1;
-    pb.upper(k) = efficiency ? 10.0 : latency ? 1e3 : 1e5;
+    const bool coeff = name.find("coeff") != std::string::npos;
+    pb.lower(k) = efficiency ? 1e-4 : name == "gemm_call_us" ? 1e-3 : latency || coeff ? 0.0 : 0.1;
+    pb.upper(k) = efficiency ? 10.0 : latency ? 1e3 : coeff ? 1.0 : 1e5;
     base(k) = f.fields[k].base;
   }
   pb.jacobian_step = 1e-3;  // op durations are whole nanoseconds
   pb.residuals = [&](const Eigen::VectorXd& p) {
     const auto pred = at(p);
     Eigen::VectorXd r(pred.size());
-    for (size_t i = 0; i < pred.size(); ++i) r(i) = pred[i] / pts[i].measured_us - 1.0;
+    for (size_t i = 0; i < pred.size(); ++i)
+      r(i) = pred[i] / pts[i].measured_us - 1.0;
     return r;
   };
   // A field the selected ops do not depend on (e.g. copies capped by HBM) cannot be refitted.
@@ -230,6 +232,7 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   // Launch cost first: every per-kernel model below adds it.
   run_fit(fit_launch(hw, samples));
   run_fit(fit_host_sync(hw, samples));
+  run_fit(fit_hbm(hw, samples));
   run_fit(fit_copy(hw, samples));
   run_fit(fit_gemm(hw, samples));
   run_fit(fit_grouped_launch(hw, samples));
@@ -245,7 +248,7 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
     // so whole step times are fitted, for the per-kernel issue cost only: the GEMM call cost
     // comes from the GEMM sweep (fitting it on the runs trades it against the expert count of
     // skewed routing, which the model does not know well for the executor).
-    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us"}));
+    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us", "vr_tail_coeff"}));
   } else if (!runs.empty()) {
     // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
     // more than an empty kernel back to back).

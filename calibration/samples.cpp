@@ -59,6 +59,11 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     c.sms = r.require_int("sms", 1, 1024);
     c.time_us = time("time_us");
     s.copy.push_back(c);
+  } else if (bench == "hbm") {
+    HbmSample h;
+    h.bytes = r.require_double("bytes", 1, 1e13);
+    h.time_us = time("time_us");
+    s.hbm.push_back(h);
   } else if (bench == "transport") {
     TransportSample t;
     const std::string kind = r.require_string("kind");
@@ -97,7 +102,7 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     s.host_sync_us.push_back(time("time_us"));
   } else {
     throw EPO_INPUT_ERROR(where, ": ", r.key_path("bench"), " = '", bench,
-                          "': expected gemm, grouped_gemm, copy, transport, contention, launch or "
+                          "': expected gemm, grouped_gemm, copy, hbm, transport, contention, launch or "
                           "host_sync");
   }
   r.finish();
@@ -144,6 +149,8 @@ nlohmann::json to_json(const Samples& s) {
   }
   for (const auto& c : s.copy)
     arr.push_back({{"bench", "copy"}, {"bytes", c.bytes}, {"sms", c.sms}, {"time_us", c.time_us}});
+  for (const auto& h : s.hbm)
+    arr.push_back({{"bench", "hbm"}, {"bytes", h.bytes}, {"time_us", h.time_us}});
   for (const auto& t : s.transport)
     arr.push_back({{"bench", "transport"},
                    {"kind", to_string(t.kind)},

@@ -7,6 +7,8 @@
 //    num_experts SwiGLU fc1 products [tokens_per_expert x hidden] x [hidden x 2*ffn].
 //  - copy {bytes,sms,time_us}: a copy kernel holding `sms` SMs moving `bytes` of payload (each byte
 //    read once and written once).
+//  - hbm {bytes,time_us}: a device-to-device cudaMemcpyAsync of `bytes` with the whole GPU, time
+//    per copy of a back-to-back run (the streaming rate of HBM).
 //  - transport {kind,ep,bytes_per_rank,sms,time_us}: one all-to-all of bytes_per_rank per rank,
 //    bytes_per_rank/ep to each rank; `local` = ep virtual ranks on one GPU, every rank's copy
 //    kernel holding `sms` SMs and copying all ep parts (its own too: ep * bytes_per_rank move);
@@ -36,6 +38,11 @@ struct GemmSample {
 struct CopySample {
   double bytes = 0;
   int sms = 0;
+  double time_us = 0;
+};
+
+struct HbmSample {
+  double bytes = 0;
   double time_us = 0;
 };
 
@@ -70,6 +77,7 @@ struct Samples {
   std::vector<std::string> unmeasured;
   std::vector<GemmSample> gemm;
   std::vector<CopySample> copy;
+  std::vector<HbmSample> hbm;
   std::vector<TransportSample> transport;
   std::vector<ContentionSample> contention;
   std::vector<double> launch_us;

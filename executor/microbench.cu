@@ -74,7 +74,7 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
   const auto sms = or_default(o.sms, {2, 4, 8, 16, 32, 64, all_sms});
   const auto eps = or_default(o.ep_sizes, {2, 4, 8});
   const int total = static_cast<int>(gemms.size() + 2 * tpe.size() + bytes.size() * sms.size() +
-                                     eps.size() * bytes.size() * sms.size() + sms.size() + 2);
+                                     eps.size() * bytes.size() * sms.size() + sms.size() + 3);
   int done = 0;
   auto tick = [&](const std::string& what) {
     ++done;
@@ -150,6 +150,15 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
         samples.push_back({{"bench", "copy"}, {"bytes", nb}, {"sms", sm}, {"time_us", t}});
         tick("copy");
       }
+    // The streaming rate of HBM: the largest copy with the whole GPU, back to back.
+    {
+      const double t = time_us([&] {
+        EPO_CHECK_CUDA(cudaMemcpyAsync(dst.get(), src.get(), static_cast<size_t>(max_bytes),
+                                       cudaMemcpyDeviceToDevice, s1.get()));
+      }, s1.get(), w, n, 4);
+      samples.push_back({{"bench", "hbm"}, {"bytes", max_bytes}, {"time_us", t}});
+      tick("hbm");
+    }
     std::vector<Stream> streams;
     for (int i = 0; i < max_ep; ++i) streams.emplace_back(0);
     std::vector<Event> ends(max_ep);

@@ -77,6 +77,12 @@ double memory_time_us(const HardwareProfile& hw, Bytes bytes) {
   return bytes / (hw.hbm_gbps * hw.hbm_efficiency * 1e3);  // GB/s * 1e3 = bytes per us
 }
 
+double local_copy_gbps(const HardwareProfile& hw, double blocks) {
+  const double b = std::clamp(blocks, 1.0, static_cast<double>(kCopyBlocksPerSm) * hw.num_sms);
+  const double harmonic = 1.0 / (1.0 / (b * hw.local_copy_gbps_per_sm) + 1.0 / hw.local_copy_max_cost_gbps());
+  return std::min(harmonic, hw.hbm_gbps * hw.hbm_efficiency / 2.0);
+}
+
 double compute_rate_under_comm(const HardwareProfile& hw, LinkClass link, int comm_sms) {
   if (comm_sms <= 0 || link == LinkClass::none) return 1.0;
   const double c = comm_sms;

@@ -66,6 +66,10 @@ struct OpCost {
   int sms = 0;             ///< SMs held while running (compute: all; comm: its kernel's SMs)
   int num_kernels = 0;
   TimeNs duration_ns = 0;  ///< alone on the GPU (no concurrent op)
+  /// Host time to issue the op, during which the host issues nothing else (virtual ranks: one
+  /// thread issues every rank's kernels, so two ops on two streams cannot both be issued at once);
+  /// 0 = the host is never the limit.
+  TimeNs host_ns = 0;
   bool host_blocks = false;  ///< the host waits for the GPU before it can issue this op
   std::vector<Component> parts;
 
@@ -119,6 +123,17 @@ constexpr double kGroupedLaunchMaxRowsPerExpert = 512;
 constexpr int kGroupedLaunchBatch = 128;
 /// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.
 double memory_time_us(const HardwareProfile& hw, Bytes bytes);
+
+/// Blocks per SM an SM-limited copy kernel (512 threads, executor/exec_kernels.cu) can keep
+/// resident: several ranks' copies launched at once share SMs up to this many blocks each.
+constexpr int kCopyBlocksPerSm = 4;
+/// Payload rate (1e9 B/s) of SM-limited copy kernels with `blocks` blocks in flight in all (one
+/// copy of `blocks` blocks, or several ranks' copies at once): each block adds
+/// local_copy_gbps_per_sm while few run, and the rates add harmonically towards
+/// local_copy_max_gbps (1 / rate = 1 / (blocks * per_block) + 1 / max), as measured on the H200
+/// from 2 to 528 blocks of HBM-resident data; capped at hbm_gbps * hbm_efficiency / 2 (each byte
+/// is read and written). Blocks beyond kCopyBlocksPerSm per SM wait and add nothing.
+double local_copy_gbps(const HardwareProfile& hw, double blocks);
 
 /// Rate (0..1] at which a compute op progresses while a communication op of link class `link`
 /// holding `comm_sms` SMs runs beside it.

@@ -157,8 +157,8 @@ class Builder {
     const double payload = s_.moe_tokens * m_.hidden_size * elem_bytes;
     const double remote_copies = pairs_per_token * (R - 1) / R;  // the own-rank share stays
     if (cfg_.virtual_ranks > 0) {
-      // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() SMs and
-      // all ranks copy at once, bounded by HBM (each byte is read and written).
+      // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() blocks
+      // and all ranks copy at once (local_copy_gbps of all their blocks).
       // The executor's local transport copies the own-rank share too, so all copies count.
       // Every rank's copy shares the device, so the mean rank's load (not the busiest) counts.
       const double copies = pairs_per_token;
@@ -166,9 +166,7 @@ class Builder {
       // Per rank the executor launches the copy and, for alltoall, the receive counts' upload;
       // flex launches send, wait and the receive layout.
       c.num_kernels = virtual_kernels >= 0 ? virtual_kernels : flex ? 3 : 2;
-      const double sms = std::min<double>(hw_.num_sms, share_ * comm_sms());
-      const double bw = std::min(sms * hw_.local_copy_gbps_per_sm,
-                                 hw_.hbm_gbps * hw_.hbm_efficiency / 2.0);
+      const double bw = local_copy_gbps(hw_, share_ * comm_sms());
       c.duration_us = timed(payload * copies / (bw * 1e3), c.num_kernels);
       return c;
     }

@@ -48,7 +48,15 @@ struct HardwareProfile {
   double nccl_efficiency = 0.74;   ///< NCCL alltoall bus bandwidth / NVLink per direction
   double nccl_latency_us = 20.0;   ///< NCCL alltoall fixed cost
   int nccl_sms = 16;               ///< SMs (channels) NCCL's alltoall kernel holds
-  double local_copy_gbps_per_sm = 45.0;  ///< payload per SM for copies between ranks on one GPU
+  /// Copies between ranks on one GPU (SM-limited copy kernels, model::local_copy_gbps): payload
+  /// rate per copy block while few blocks run ...
+  double local_copy_gbps_per_sm = 45.0;
+  /// ... and the rate the blocks' harmonic sum tends to as they grow (an asymptote of the curve,
+  /// capped in use by hbm_gbps * hbm_efficiency / 2); 0 = that cap.
+  double local_copy_max_gbps = 0.0;
+  double local_copy_max_cost_gbps() const {
+    return local_copy_max_gbps > 0 ? local_copy_max_gbps : hbm_gbps * hbm_efficiency / 2.0;
+  }
   /// Compute slowed by a concurrent communication kernel holding c SMs runs at rate
   /// 1 - contention_coeff * c^contention_exp (local, HBM-heavy copies) ...
   double contention_coeff = 0.064;
@@ -56,6 +64,11 @@ struct HardwareProfile {
   /// ... and at 1 - nvl_contention_coeff * c^nvl_contention_exp for NVLink/network transports.
   double nvl_contention_coeff = 0.055;
   double nvl_contention_exp = 0.41;
+
+  /// Virtual ranks (the executor's ranks sharing one GPU): a compute op runs longer by
+  /// vr_tail_coeff * log2(ranks) of its device time. The ranks' concurrent kernels end unevenly,
+  /// and while the last ones run part of the GPU idles. Fitted on measured runs; 0 = none.
+  double vr_tail_coeff = 0.0;
 
   std::map<std::string, std::string> sources;     ///< field -> datasheet / publication
   std::map<std::string, std::string> provenance;  ///< field -> how a fitted value was obtained

@@ -37,7 +37,9 @@ TimeNs maxplus_step_ns(const PipelineSchedule& schedule, const Config& cfg,
         }
         for (int w = 0; w < op.num_waits; ++w) ready = std::max(ready, end[r][op.waits[w]]);
         if (op.host_blocks) host[r] = std::max(host[r], ready) + sync;
+        const OpParams params = resolve_op(costs, op, fold);
         TimeNs s = std::max(host[r], ready);
+        host[r] += params.host_ns;  // issued at the old host time, which then moves on
         // The single hardware queue orders every op but the gradient reduce (see simulate.cpp).
         if (single_queue && op.lane != Lane::grad_reduce && queue_prev[r] >= 0) {
           const int p = queue_prev[r];
@@ -47,7 +49,7 @@ TimeNs maxplus_step_ns(const PipelineSchedule& schedule, const Config& cfg,
         }
         if (op.lane != Lane::grad_reduce) queue_prev[r] = i;
         start[r][i] = s;
-        end[r][i] = s + resolve_op(costs, op, fold).duration_ns;
+        end[r][i] = s + params.duration_ns;
         ++next[r];
         progress = true;
       }

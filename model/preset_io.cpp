@@ -157,10 +157,12 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   h.nccl_sms = r.get_int("nccl_sms", h.nccl_sms, 1, 1024);
   h.local_copy_gbps_per_sm =
       r.get_double("local_copy_gbps_per_sm", h.local_copy_gbps_per_sm, 0.1, 1e4);
+  h.local_copy_max_gbps = r.get_double("local_copy_max_gbps", h.local_copy_max_gbps, 0, 1e6);
   h.contention_coeff = r.get_double("contention_coeff", h.contention_coeff, 0, 1);
   h.contention_exp = r.get_double("contention_exp", h.contention_exp, 0, 2);
   h.nvl_contention_coeff = r.get_double("nvl_contention_coeff", h.nvl_contention_coeff, 0, 1);
   h.nvl_contention_exp = r.get_double("nvl_contention_exp", h.nvl_contention_exp, 0, 2);
+  h.vr_tail_coeff = r.get_double("vr_tail_coeff", h.vr_tail_coeff, 0, 1);
   h.calibrated = r.get_bool("calibrated", false);
   h.provenance = r.get_string_map("provenance");
   for (const auto& [k, v] : r.sources()) h.sources[k] = v;
@@ -201,10 +203,12 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("nccl_latency_us", h.nccl_latency_us);
   j["nccl_sms"] = h.nccl_sms;
   put("local_copy_gbps_per_sm", h.local_copy_gbps_per_sm);
+  put("local_copy_max_gbps", h.local_copy_max_gbps);
   put("contention_coeff", h.contention_coeff);
   put("contention_exp", h.contention_exp);
   put("nvl_contention_coeff", h.nvl_contention_coeff);
   put("nvl_contention_exp", h.nvl_contention_exp);
+  put("vr_tail_coeff", h.vr_tail_coeff);
   j["calibrated"] = h.calibrated;
   if (!h.provenance.empty()) j["provenance"] = h.provenance;
   return j;

@@ -118,21 +118,19 @@ void Simulator::advance_host(int r, TimeNs now) {
   while (R.host_next < R.n) {
     const std::int32_t g = R.offset + R.host_next;
     SimOp& op = ops_[g];
-    if (op.blocks) {
-      if (!op.host_cleared) {
-        if (op.deps_left > 0) return;  // resumed when its last predecessor completes
-        op.host_cleared = true;
-        R.host_time = std::max(R.host_time, op.ready_ns) + sync_ns_;
-        if (R.host_time > now) {
-          R.host_wake = R.host_time;
-          touch(r);
-          return;
-        }
-      } else if (R.host_time > now) {
-        return;
-      }
+    if (op.blocks && !op.host_cleared) {
+      if (op.deps_left > 0) return;  // resumed when its last predecessor completes
+      op.host_cleared = true;
+      R.host_time = std::max(R.host_time, op.ready_ns) + sync_ns_;
+    }
+    // The host is still synchronising or issuing the op before: it issues this one then.
+    if (R.host_time > now) {
+      R.host_wake = R.host_time;
+      touch(r);
+      return;
     }
     op.issued = true;
+    R.host_time = std::max(R.host_time, now) + op.host_ns;
     ++R.host_next;
     if (op.deps_left == 0) candidates_.push_back(g);
   }

@@ -35,6 +35,7 @@ struct SimOptions {
 /// Duration and resources of one schedule op, resolved from the StepCosts.
 struct OpParams {
   TimeNs duration_ns = 0;
+  TimeNs host_ns = 0;  ///< host issue time (OpCost::host_ns)
   int sms = 0;
   int num_kernels = 1;
   LinkClass link = LinkClass::none;

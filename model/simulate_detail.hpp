@@ -18,6 +18,7 @@ constexpr TimeNs kNever = std::numeric_limits<TimeNs>::max();
 
 struct SimOp {
   TimeNs dur = 0;
+  TimeNs host_ns = 0;  // host issue time: the host issues the next op this much later
   TimeNs kernel_ns = 1;
   double comm_rate = 1.0;  // compute rate while this communication op runs
   std::int32_t rank = 0;
@@ -112,7 +113,7 @@ class Simulator {
 
   struct Cached {
     bool set = false;
-    TimeNs dur = 0, kernel_ns = 1;
+    TimeNs dur = 0, kernel_ns = 1, host_ns = 0;
     double rate = 1.0;
   };
   const Schedule* sched_ = nullptr;

@@ -51,6 +51,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
         const OpParams p = resolve_op(costs, so, fold);
         c.set = true;
         c.dur = p.duration_ns;
+        c.host_ns = p.host_ns;
         c.kernel_ns = std::max<TimeNs>(1, p.duration_ns / p.num_kernels);
         c.rate = 1.0;
         if (so.lane != Lane::compute) {
@@ -60,6 +61,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
         }
       }
       op.dur = c.dur;
+      op.host_ns = c.host_ns;
       op.kernel_ns = c.kernel_ns;
       op.comm_rate = c.rate;
       op.rank = r;

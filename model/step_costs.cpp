@@ -1,6 +1,7 @@
 // Costs of everything one pipeline rank does for one micro-batch: the layer kinds, embedding, LM
 // head, pipeline transfer and the data-parallel gradient reduction.
 #include <algorithm>
+#include <cmath>
 
 #include "model/cost_builder.hpp"
 
@@ -36,12 +37,16 @@ StepCosts compute_step_costs(const Config& cfg) {
     dev.mode_ = Builder::TimeMode::device;
     host.mode_ = Builder::TimeMode::host;
     const LayerCosts Ld = build_layer(dev, moe, mtp), Lh = build_layer(host, moe, mtp);
+    // The ranks' compute ops run side by side and end unevenly (HardwareProfile::vr_tail_coeff).
+    const double tail = 1.0 + cfg.hw.vr_tail_coeff * std::log2(static_cast<double>(cfg.virtual_ranks));
     for (std::size_t i = 0; i < L.ops.size(); ++i) {
       double d = 0, hs = 0;
       for (const auto& c : Ld.ops[i].parts) d += c.duration_us;
       for (const auto& c : Lh.ops[i].parts) hs += c.duration_us;
       if (d + hs <= 0) continue;
+      if (L.ops[i].stream == StreamKind::compute) d *= tail;
       L.ops[i].duration_ns = ns_from_us(std::max(d + b.share_ * cfg.hw.kernel_launch_us, hs));
+      L.ops[i].host_ns = ns_from_us(hs);
     }
     return L;
   };
@@ -73,6 +78,14 @@ StepCosts compute_step_costs(const Config& cfg) {
       op->kind = kind;
       op->dir = dir;
     }
+  }
+  if (cfg.decoder_only && cfg.virtual_ranks > 0) {
+    // The executor stands in for them with a seeded input (embedding forward) and a seeded output
+    // gradient (LM head backward): one fill of the micro-batch's activations each.
+    sc.embedding_fwd = Builder::assemble(OpKind::embedding, Direction::forward, StreamKind::compute,
+                                         {b.mem("embedding.seeded_input", T * h * 2)});
+    sc.lm_head_bwd = Builder::assemble(OpKind::lm_head_loss, Direction::backward,
+                                       StreamKind::compute, {b.mem("loss.seeded_grad", T * h * 2)});
   }
   // Pipeline transfer of one micro-batch's activations between stages.
   {

@@ -29,7 +29,7 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
         "grouped_call_us", "hbm_efficiency", "kernel_launch_us",
         "host_sync_us",
         "comm_gbps_per_sm", "nvlink_efficiency", "nccl_efficiency", "nccl_latency_us",
-        "local_copy_gbps_per_sm", "contention_coeff", "contention_exp", "nvl_contention_coeff",
+        "local_copy_gbps_per_sm", "local_copy_max_gbps", "vr_tail_coeff", "contention_coeff", "contention_exp", "nvl_contention_coeff",
         "nvl_contention_exp"}) {
     INFO(field);
     auto a = p;

@@ -77,18 +77,45 @@ TEST_CASE("a negative NCCL latency is refused; the efficiency is refitted with t
   CHECK(eff.value <= 1.0);
 }
 
-TEST_CASE("a bandwidth cap no sample reaches is refused, the per-SM rate is kept") {
+TEST_CASE("a copy asymptote no sample comes near is refused, the per-block rate is kept") {
   const HardwareProfile t = test::truth_profile();
   Samples all = test::synthetic_samples(t, 0.0, 1);
   Samples s;
   for (const auto& c : all.copy)
-    if (c.sms <= 32) s.copy.push_back(c);  // 4 .. 32 SMs: all below the cap
+    if (c.sms <= 8) s.copy.push_back(c);  // 4 and 8 blocks: far below the asymptote
+  for (int blocks : {2, 6}) s.copy.push_back({1 << 30, blocks, 0});
+  for (auto& c : s.copy)
+    if (c.time_us == 0)
+      c.time_us = t.kernel_launch_us +
+                  c.bytes / (1e3 / (1.0 / (c.sms * t.local_copy_gbps_per_sm) +
+                                    1.0 / t.local_copy_max_gbps));
   s.launch_us = all.launch_us;
   const Fit f = fit_copy(t, s);
   CHECK(field(f, "local_copy_gbps_per_sm").accepted());
-  CHECK(field(f, "local_copy_gbps_per_sm").value == Approx(t.local_copy_gbps_per_sm).epsilon(1e-3));
+  CHECK(field(f, "local_copy_gbps_per_sm").value == Approx(t.local_copy_gbps_per_sm).epsilon(0.02));
+  CHECK_FALSE(field(f, "local_copy_max_gbps").accepted());
+  CHECK(contains(field(f, "local_copy_max_gbps").refusal, "asymptote"));
+}
+
+TEST_CASE("copies small enough to stay in L2 are left out of the copy fit") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s;
+  for (int sms : {4, 8, 16, 32, 64, 132}) s.copy.push_back({4.0 * (1 << 20), sms, 10.0});
+  s.launch_us = {t.kernel_launch_us};
+  const Fit f = fit_copy(t, s);
+  CHECK(f.quality.num_points == 0);
+  CHECK_FALSE(field(f, "local_copy_gbps_per_sm").accepted());
+  CHECK(contains(field(f, "local_copy_gbps_per_sm").refusal, "too few points"));
+}
+
+TEST_CASE("an HBM efficiency above the datasheet peak is refused") {
+  const HardwareProfile t = test::truth_profile();
+  Samples s;
+  const double bytes = 256.0 * (1 << 20);
+  s.hbm.push_back({bytes, 2.0 * bytes / (t.hbm_gbps * 1.2 * 1e3)});
+  const Fit f = fit_hbm(t, s);
   CHECK_FALSE(field(f, "hbm_efficiency").accepted());
-  CHECK(contains(field(f, "hbm_efficiency").refusal, "bandwidth cap"));
+  CHECK(contains(field(f, "hbm_efficiency").refusal, "above the datasheet peak"));
 }
 
 TEST_CASE("a contention exponent over too narrow an SM range is refused") {

@@ -24,7 +24,8 @@ model::HardwareProfile truth_profile() {
   hw.hbm_efficiency = 0.86;
   hw.kernel_launch_us = 3.1;
   hw.host_sync_us = 11.5;
-  hw.local_copy_gbps_per_sm = 41;
+  hw.local_copy_gbps_per_sm = 21;
+  hw.local_copy_max_gbps = 1800;
   hw.comm_gbps_per_sm = 39;
   hw.nvlink_efficiency = 0.77;
   hw.nccl_efficiency = 0.69;
@@ -78,21 +79,30 @@ Samples synthetic_samples(const model::HardwareProfile& t, double noise, unsigne
     g.time_us = n(std::max(work, t.grouped_call_us));
     s.gemm.push_back(g);
   }
-  // Copies: payload / min(sms * per_sm, hbm * eff / 2) + launch.
+  // Copies: payload / rate + launch; the rate of b blocks (at most 4 per SM) adds per-block rates
+  // harmonically towards local_copy_max_gbps, capped by HBM (each byte read and written).
   const double cap = t.hbm_gbps * t.hbm_efficiency / 2;
+  auto copy_gbps = [&](double blocks) {
+    const double b = std::min(blocks, 4.0 * t.num_sms);
+    return std::min(1.0 / (1.0 / (b * t.local_copy_gbps_per_sm) + 1.0 / t.local_copy_max_gbps),
+                    cap);
+  };
   for (int sms : {4, 8, 16, 32, 64, 132}) {
     const double bytes = 1 << 30;
-    s.copy.push_back(
-        {bytes, sms,
-         n(bytes / (std::min(sms * t.local_copy_gbps_per_sm, cap) * 1e3) + t.kernel_launch_us)});
+    s.copy.push_back({bytes, sms, n(bytes / (copy_gbps(sms) * 1e3) + t.kernel_launch_us)});
   }
-  // Local transport: every one of ep ranks copies all of its bytes_per_rank at once.
-  for (int ep : {2, 4, 8}) {
-    const double bpr = 32.0 * (1 << 20);
-    const int sms = 8;
-    const double bw = std::min(std::min(132, ep * sms) * t.local_copy_gbps_per_sm, cap);
-    s.transport.push_back(
-        {TransportKind::local, ep, bpr, sms, n(ep * bpr / (bw * 1e3) + ep * t.kernel_launch_us)});
+  // Local transport: every one of ep ranks copies all of its bytes_per_rank at once, each with
+  // `sms` blocks.
+  for (int ep : {2, 4, 8})
+    for (int sms : {8, 66, 132}) {
+      const double bpr = 32.0 * (1 << 20);
+      s.transport.push_back({TransportKind::local, ep, bpr, sms,
+                             n(ep * bpr / (copy_gbps(ep * sms) * 1e3) + ep * t.kernel_launch_us)});
+    }
+  // Whole-GPU copies: each byte read and written at hbm_gbps * hbm_efficiency.
+  for (double mib : {256.0, 1024.0}) {
+    const double bytes = mib * (1 << 20);
+    s.hbm.push_back({bytes, n(2.0 * bytes / (t.hbm_gbps * t.hbm_efficiency * 1e3))});
   }
   // NCCL: latency + remote bytes / (nvlink * eff).
   for (double mib : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0})

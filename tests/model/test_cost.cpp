@@ -157,3 +157,58 @@ TEST_CASE("on virtual ranks the model counts the executor's layer", "[cost]") {
   REQUIRE(p_b != nullptr);
   CHECK(p_b->hbm_bytes == Approx(p_f->hbm_bytes * (2 + 1) / (2.0 * 2)));  // top-2: (2+1) vs 2*2
 }
+
+TEST_CASE("copies between virtual ranks add per-block rates harmonically", "[cost]") {
+  HardwareProfile hw = test::tiny_config(4).hw;
+  hw.local_copy_gbps_per_sm = 20;
+  hw.local_copy_max_gbps = 2000;
+  hw.hbm_efficiency = 0.9;
+  // Few blocks: about blocks x per-block rate; many: towards the asymptote, never past it.
+  CHECK(local_copy_gbps(hw, 2) == Approx(1.0 / (1.0 / 40 + 1.0 / 2000)));
+  CHECK(local_copy_gbps(hw, 64) > local_copy_gbps(hw, 32));
+  CHECK(local_copy_gbps(hw, 4.0 * hw.num_sms) < 2000);
+  // Blocks beyond kCopyBlocksPerSm per SM wait for a slot: they add nothing.
+  CHECK(local_copy_gbps(hw, 100.0 * hw.num_sms) == Approx(local_copy_gbps(hw, 4.0 * hw.num_sms)));
+  // Capped by HBM: each byte is read and written.
+  hw.local_copy_max_gbps = 1e6;
+  CHECK(local_copy_gbps(hw, 4.0 * hw.num_sms) == Approx(hw.hbm_gbps * 0.9 / 2));
+  // Unset asymptote: the HBM copy rate.
+  hw.local_copy_max_gbps = 0;
+  CHECK(hw.local_copy_max_cost_gbps() == Approx(hw.hbm_gbps * 0.9 / 2));
+}
+
+TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are counted", "[cost]") {
+  Config cfg = test::tiny_config(4);
+  cfg.virtual_ranks = 4;
+  cfg.decoder_only = true;
+  const StepCosts a = compute_step_costs(cfg);
+  const OpCost& mlp_f = a.moe_layer.get(OpKind::mlp, Direction::forward);
+  // One host thread issues every rank's kernels: at least one launch per kernel per rank.
+  CHECK(mlp_f.host_ns > 0);
+  CHECK(mlp_f.host_ns >= ns_from_us(4 * mlp_f.num_kernels * cfg.hw.kernel_launch_us) - 1);
+  CHECK(mlp_f.duration_ns >= mlp_f.host_ns);
+  // The executor's seeded input and output gradient are one fill of the activations each.
+  REQUIRE(a.embedding_fwd.parts.size() == 1);
+  CHECK(a.embedding_fwd.hbm_bytes ==
+        Approx(2.0 * cfg.par.seq_length * cfg.par.micro_batch_size * cfg.model.hidden_size));
+  CHECK(a.lm_head_bwd.duration_ns > 0);
+  CHECK(a.embedding_bwd.duration_ns == 0);
+  // vr_tail_coeff lengthens compute ops by coeff * log2(ranks) of their device time.
+  // (With cheap launches, so that the device's time sets the op's.)
+  cfg.hw.kernel_launch_us = 0.01;
+  cfg.hw.gemm_call_us = 0.01;
+  const StepCosts untailed = compute_step_costs(cfg);
+  cfg.hw.vr_tail_coeff = 0.1;
+  const StepCosts b = compute_step_costs(cfg);
+  const double ratio =
+      static_cast<double>(b.moe_layer.get(OpKind::mlp, Direction::forward).duration_ns) /
+      static_cast<double>(untailed.moe_layer.get(OpKind::mlp, Direction::forward).duration_ns);
+  CHECK(ratio == Approx(1.0 + 0.1 * 2).epsilon(0.01));  // log2(4 ranks) = 2
+  CHECK(b.moe_layer.get(OpKind::dispatch, Direction::forward).duration_ns ==
+        untailed.moe_layer.get(OpKind::dispatch, Direction::forward).duration_ns);
+  // Without virtual ranks neither applies.
+  cfg.virtual_ranks = 0;
+  const StepCosts g = compute_step_costs(cfg);
+  CHECK(g.moe_layer.get(OpKind::mlp, Direction::forward).host_ns == 0);
+  CHECK(g.embedding_fwd.duration_ns == 0);
+}

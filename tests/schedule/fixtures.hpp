@@ -52,6 +52,7 @@ struct LayerNs {
   TimeNs mlp_w = 0, pd_w = 0;
   TimeNs mtp_f = 0, mtp_b = 0;
   int kernels = 1;
+  TimeNs host = 0;  ///< host issue time of every op that has a duration
 };
 
 inline LayerCosts make_layer(const LayerNs& n, bool moe) {
@@ -72,6 +73,8 @@ inline LayerCosts make_layer(const LayerNs& n, bool moe) {
   }
   L.ops.push_back(op_cost(OpKind::mtp_post, F, n.mtp_f));
   L.ops.push_back(op_cost(OpKind::mtp_post, B, n.mtp_b));
+  for (auto& op : L.ops)
+    if (op.duration_ns > 0) op.host_ns = n.host;
   return L;
 }
 
