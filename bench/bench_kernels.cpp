@@ -51,7 +51,8 @@ void add_context(Report& report) {
                  "their bytes): rows with param '... /launch' have bound = an empty kernel "
                  "launch timed the same way in this run (row launch_floor)");
   report.context("flex",
-                 "ep8 virtual ranks on one GPU, all sends then all waits on one stream; "
+                 "ep8 virtual ranks on one GPU, all sends then all waits: on one stream, or "
+                 "(rows 'streams') each rank on its own stream as epo run issues them; "
                  "combine includes the source-side reduction");
   report.context("nvl",
                  "two-GPU rows: data = bytes crossing NVLink per direction; time = the "
