@@ -210,11 +210,17 @@ __global__ void __launch_bounds__(kSendThreads)
       next_weight = topk_weights[static_cast<int64_t>(tt) * a.num_topk + lane];
     }
   };
+  // A row goes in the fewest chunks of at most kSendUnroll vectors per lane, all of equal size
+  // (a 14 KB row: four chunks of 7 vectors per lane, not three of 8 and a half-empty one), so
+  // every round trip of the row keeps as many bytes in flight.
+  const int row_chunks = (a.vecs_per_row + kCopyTileVecs - 1) / kCopyTileVecs;
+  const int chunk_lane_vecs = (a.vecs_per_row + row_chunks * kWarpSize - 1) / (row_chunks * kWarpSize);
+  const int chunk_vecs = chunk_lane_vecs * kWarpSize;
   auto load_chunk = [&](const int4* row, int base, int4* v) {
 #pragma unroll
     for (int u = 0; u < kSendUnroll; ++u) {
       const int i = base + u * kWarpSize + lane;
-      if (i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
+      if (u < chunk_lane_vecs && i < a.vecs_per_row) v[u] = detail::ld_stream(row + i);
     }
   };
   // Unrolled 16-byte stores of one chunk to destination d (warp-uniform).
@@ -224,7 +230,7 @@ __global__ void __launch_bounds__(kSendThreads)
 #pragma unroll
     for (int u = 0; u < kSendUnroll; ++u) {
       const int i = base + u * kWarpSize + lane;
-      if (i < a.vecs_per_row) dst[i] = v[u];
+      if (u < chunk_lane_vecs && i < a.vecs_per_row) dst[i] = v[u];
     }
   };
   const int first_token = blockIdx.x * block_warps + threadIdx.x / kWarpSize;
@@ -259,7 +265,7 @@ __global__ void __launch_bounds__(kSendThreads)
     for (int base = 0; peer_mask != 0;) {
       for (uint64_t m = peer_mask; m != 0; m &= m - 1)
         store_chunk(__ffsll(static_cast<long long>(m)) - 1, slot_lo, slot_hi, base, v);
-      base += kWarpSize * kSendUnroll;
+      base += chunk_vecs;
       if (base >= a.vecs_per_row) break;
       load_chunk(row, base, v);
     }
