@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
 #include "model/config_io.hpp"
 #include "model/error.hpp"
@@ -37,6 +38,44 @@ struct OpAccumulator {
   int n = 0;
 };
 
+/// One record of the baseline schedule.
+struct OpRecord {
+  int rank, step, mb, layer;
+  std::string op, dir;
+  double start_us, end_us;
+};
+
+/// Sums of compute ops' mean duration over ranks and of their critical-path share (see
+/// MeasuredRun::compute_phase_us), walking rank 0's records in time order.
+void compute_phases(const std::vector<OpRecord>& recs, double& mean_us, double& phase_us) {
+  using Key = std::tuple<int, int, int, std::string, std::string>;
+  std::map<Key, std::pair<double, double>> by_op;  // latest end, summed duration
+  std::map<Key, int> ranks;
+  for (const auto& r : recs) {
+    auto& e = by_op[Key{r.step, r.mb, r.layer, r.op, r.dir}];
+    e.first = std::max(e.first, r.end_us);
+    e.second += r.end_us - r.start_us;
+    ++ranks[Key{r.step, r.mb, r.layer, r.op, r.dir}];
+  }
+  std::vector<const OpRecord*> first;
+  for (const auto& r : recs)
+    if (r.rank == 0) first.push_back(&r);
+  std::sort(first.begin(), first.end(),
+            [](const OpRecord* a, const OpRecord* b) { return a->start_us < b->start_us; });
+  std::map<int, double> prev_end;  // per step
+  mean_us = phase_us = 0;
+  for (const OpRecord* r : first) {
+    const Key k{r->step, r->mb, r->layer, r->op, r->dir};
+    const double end = by_op[k].first;
+    const auto it = prev_end.find(r->step);
+    if (it != prev_end.end() && (r->op == "pre_dispatch" || r->op == "mlp")) {
+      phase_us += end - it->second;
+      mean_us += by_op[k].second / ranks[k];
+    }
+    prev_end[r->step] = end;
+  }
+}
+
 }  // namespace
 
 MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& where) {
@@ -70,18 +109,19 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
 
   // Ops: per-op means from the baseline schedule (ops alone) when it was run.
   std::map<std::string, OpAccumulator> base_acc, all_acc;
+  std::vector<OpRecord> baseline;
   if (r.has("ops")) {
     const auto& ops = r.member("ops");
     if (!ops.is_array()) throw EPO_INPUT_ERROR(where, ": ops: expected an array");
     for (size_t i = 0; i < ops.size(); ++i) {
       JsonReader o(ops[i], where, "ops[" + std::to_string(i) + "]");
-      o.require_int("rank", 0);
-      o.require_int("step", 0);
+      const int rank = static_cast<int>(o.require_int("rank", 0));
+      const int step = static_cast<int>(o.require_int("step", 0));
       const std::string schedule = o.require_string("schedule");
       const std::string op = o.require_string("op");
       const std::string dir = o.require_string("direction");
-      o.require_int("mb", -1);
-      o.require_int("layer", -1);
+      const int mb = static_cast<int>(o.require_int("mb", -1));
+      const int layer = static_cast<int>(o.require_int("layer", -1));
       o.require_string("stream");
       const double start = o.require_double("start_us");
       const double end = o.require_double("end_us", start);
@@ -93,6 +133,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
         throw EPO_INPUT_ERROR(where, ": ", o.key_path("op"), " = '", op,
                               "': not an op of the schedule");
       const std::string key = op + "/" + dir;
+      if (schedule == "baseline")
+        baseline.push_back({rank, step, mb, layer, op, dir, start, end});
       auto& a = schedule == "baseline" ? base_acc[key] : all_acc[key];
       a.sum += end - start;
       a.n += 1;
@@ -125,6 +167,7 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
   } else {
     for (const auto& [k, a] : all_acc) m.op_mean_us[k] = a.sum / a.n;
   }
+  compute_phases(baseline, m.compute_mean_us, m.compute_phase_us);
   if (m.baseline_step_time_us <= 0 && !m.config.opt.overlap_moe_expert_parallel_comm)
     m.baseline_step_time_us = m.step_time_us;
   r.finish();
@@ -161,10 +204,13 @@ RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfil
       out.op_mean_us[std::string(model::to_string(op.kind)) + "/" + model::to_string(op.dir)] =
           op.duration_us();
   // What the prediction still holds of the stand-in stages (a vocabulary of 1 still launches
-  // their kernels), per micro-batch on the compute stream.
+  // their kernels), per micro-batch on the compute stream. A decoder-only prediction has none of
+  // the model's: on virtual ranks it counts the executor's own stand-ins, which the measurement
+  // holds too.
   const double unexecuted_us =
-      p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us() +
-      p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
+      c.decoder_only ? 0.0
+                     : p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us() +
+                           p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
   const double removed = unexecuted_us * std::max(1, c.par.num_microbatches());
   out.step_time_us = std::max(0.0, p.step_time_us - removed);
   out.baseline_step_time_us = std::max(0.0, p.baseline_step_time_us - removed);
@@ -226,6 +272,8 @@ std::vector<MeasuredRun> merge_repeats(const std::vector<MeasuredRun>& runs) {
       m.step_time_us = med([](const MeasuredRun& r) { return r.step_time_us; });
       m.baseline_step_time_us = med([](const MeasuredRun& r) { return r.baseline_step_time_us; });
       m.overlap_gain = med([](const MeasuredRun& r) { return r.overlap_gain; });
+      m.compute_mean_us = med([](const MeasuredRun& r) { return r.compute_mean_us; });
+      m.compute_phase_us = med([](const MeasuredRun& r) { return r.compute_phase_us; });
       m.exposed_comm_us = med([](const MeasuredRun& r) { return r.exposed_comm_us; });
       m.baseline_exposed_comm_us =
           med([](const MeasuredRun& r) { return r.baseline_exposed_comm_us; });

@@ -30,6 +30,11 @@ struct MeasuredRun {
   double exposed_comm_us = 0;
   double baseline_exposed_comm_us = 0;
   double peak_memory_bytes = 0;  ///< max over ranks; 0 when not measured
+  /// Baseline schedule, compute ops (pre_dispatch, mlp) after a step's first op: the ranks' mean
+  /// durations summed, and the same ops' share of the critical path summed (from the latest end
+  /// over all ranks of the op before to the latest end of this one). On virtual ranks the second
+  /// exceeds the first by what the ranks' uneven ends cost (0 = no baseline records).
+  double compute_mean_us = 0, compute_phase_us = 0;
   int repeats = 1;               ///< measurements merged into this one (merge_repeats)
   double step_spread = 0;        ///< repeats: max / min - 1 of their step times
 };

@@ -1,5 +1,7 @@
 #include "calibration/profile_fit.hpp"
 
+#include "calibration/fit_detail.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -221,6 +223,52 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
   return f;
 }
 
+Fit fit_vr_tail(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs) {
+  Fit f;
+  f.name = "runs.vr_tail";
+  f.model = "compute ops' critical-path time = ranks' mean op time * (1 + vr_tail_coeff) "
+            "(baseline schedule, virtual ranks)";
+  f.unit = "us";
+  FittedField ff;
+  ff.name = "vr_tail_coeff";
+  ff.base = ff.value = hw.vr_tail_coeff;
+  f.fields.push_back(ff);
+  std::vector<const MeasuredRun*> pts;
+  for (const auto& r : runs)
+    if (r.config.virtual_ranks >= 2 && r.compute_mean_us > 0 && r.compute_phase_us > 0)
+      pts.push_back(&r);
+  f.source = std::to_string(pts.size()) + " measured runs on virtual ranks";
+  for (const MeasuredRun* r : pts) {
+    f.labels.push_back(run_label(*r));
+    f.measured.push_back(r->compute_phase_us);
+  }
+  const int need = 1 + kExtraPoints;
+  if (static_cast<int>(pts.size()) < need) {
+    f.fields[0].refusal = "too few points: " + std::to_string(pts.size()) +
+                          " run(s) on virtual ranks with baseline op records, need at least " +
+                          std::to_string(need);
+    f.quality.num_points = static_cast<int>(pts.size());
+    return f;
+  }
+  // min sum (mean * s / phase - 1)^2 over s = 1 + coeff: s = sum(a) / sum(a^2), a = mean / phase.
+  double sa = 0, saa = 0;
+  for (const MeasuredRun* r : pts) {
+    const double a = r->compute_mean_us / r->compute_phase_us;
+    sa += a;
+    saa += a * a;
+  }
+  const double coeff = sa / saa - 1.0;
+  f.fields[0].value = coeff;
+  if (coeff < 0 || coeff > 1)
+    detail::refuse(f.fields[0], detail::fmt("%.4g: the critical path would be shorter than the ops or more than "
+                            "twice them",
+                            coeff));
+  const double used = f.fields[0].accepted() ? coeff : f.fields[0].base;
+  for (const MeasuredRun* r : pts) f.fitted.push_back(r->compute_mean_us * (1.0 + used));
+  f.quality = fit_quality(f.measured, f.fitted);
+  return f;
+}
+
 ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
                        const std::vector<MeasuredRun>& runs, const std::string& date) {
   ProfileFit pf;
@@ -248,7 +296,8 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
     // so whole step times are fitted, for the per-kernel issue cost only: the GEMM call cost
     // comes from the GEMM sweep (fitting it on the runs trades it against the expert count of
     // skewed routing, which the model does not know well for the executor).
-    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us", "vr_tail_coeff"}));
+    run_fit(fit_vr_tail(hw, runs));
+    run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us"}));
   } else if (!runs.empty()) {
     // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
     // more than an empty kernel back to back).

@@ -26,6 +26,12 @@ struct ProfileFit {
 Fit refine_on_runs(const model::HardwareProfile& hw, const std::vector<MeasuredRun>& runs,
                    const std::string& which, const std::vector<std::string>& fields);
 
+/// vr_tail_coeff from the measured runs on virtual ranks (at least 2): the compute ops' share of
+/// the critical path against the ranks' mean op durations (MeasuredRun::compute_phase_us and
+/// compute_mean_us), phase = mean * (1 + vr_tail_coeff) by relative least squares. It needs no
+/// prediction: the measurement alone says how much the ranks' uneven ends cost.
+Fit fit_vr_tail(const model::HardwareProfile& hw, const std::vector<MeasuredRun>& runs);
+
 /// Fits the profile. `date` goes into the provenance (e.g. "2026-11-29"); the profile's name is
 /// the base's with "-calibrated" appended.
 ProfileFit fit_profile(const model::HardwareProfile& base, const Samples& samples,

@@ -65,9 +65,9 @@ struct HardwareProfile {
   double nvl_contention_coeff = 0.055;
   double nvl_contention_exp = 0.41;
 
-  /// Virtual ranks (the executor's ranks sharing one GPU): a compute op runs longer by
-  /// vr_tail_coeff * log2(ranks) of its device time. The ranks' concurrent kernels end unevenly,
-  /// and while the last ones run part of the GPU idles. Fitted on measured runs; 0 = none.
+  /// Virtual ranks (the executor's ranks sharing one GPU, at least 2): a compute op runs longer by
+  /// vr_tail_coeff of its device time. The ranks' concurrent kernels end unevenly, and while the
+  /// last ones run part of the GPU idles. Fitted on measured runs (calib::fit_vr_tail); 0 = none.
   double vr_tail_coeff = 0.0;
 
   std::map<std::string, std::string> sources;     ///< field -> datasheet / publication

@@ -38,7 +38,7 @@ StepCosts compute_step_costs(const Config& cfg) {
     host.mode_ = Builder::TimeMode::host;
     const LayerCosts Ld = build_layer(dev, moe, mtp), Lh = build_layer(host, moe, mtp);
     // The ranks' compute ops run side by side and end unevenly (HardwareProfile::vr_tail_coeff).
-    const double tail = 1.0 + cfg.hw.vr_tail_coeff * std::log2(static_cast<double>(cfg.virtual_ranks));
+    const double tail = cfg.virtual_ranks >= 2 ? 1.0 + cfg.hw.vr_tail_coeff : 1.0;
     for (std::size_t i = 0; i < L.ops.size(); ++i) {
       double d = 0, hs = 0;
       for (const auto& c : Ld.ops[i].parts) d += c.duration_us;

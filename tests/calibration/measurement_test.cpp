@@ -171,3 +171,60 @@ TEST_CASE("merge_repeats: runs of one configuration become their median, others 
   CHECK(merged[1].step_time_us == Approx(1300));
   CHECK(merged[1].step_spread == 0);
 }
+
+TEST_CASE("compute phases: the ranks' mean op time and the ops' share of the critical path") {
+  auto j = test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9, {{"mlp/forward", 1.0}});
+  // Two ranks: pre_dispatch (a step's first op, not counted), dispatch (communication, not
+  // counted), mlp. Rank 1's mlp ends 30 us after rank 0's.
+  auto rec = [](int rank, const char* op, const char* stream, double s, double e) {
+    return nlohmann::json{{"rank", rank}, {"step", 0}, {"schedule", "baseline"}, {"op", op},
+                          {"direction", "forward"}, {"mb", 0}, {"layer", 0}, {"stream", stream},
+                          {"start_us", s}, {"end_us", e}};
+  };
+  j["ops"] = nlohmann::json::array({rec(0, "pre_dispatch", "compute", 0, 100),
+                                    rec(1, "pre_dispatch", "compute", 0, 120),
+                                    rec(0, "dispatch", "comm", 120, 150),
+                                    rec(1, "dispatch", "comm", 120, 150),
+                                    rec(0, "mlp", "compute", 150, 250),
+                                    rec(1, "mlp", "compute", 150, 280)});
+  const MeasuredRun m = measurement_from_json(j, "m.json");
+  CHECK(m.compute_mean_us == Approx((100 + 130) / 2.0));
+  CHECK(m.compute_phase_us == Approx(280 - 150));
+}
+
+TEST_CASE("fit_vr_tail: how much longer the compute phases run than the ranks' ops") {
+  const auto hw = epo::model::load_hardware_preset("h200-sxm");
+  auto run_with = [](double mean, double phase) {
+    MeasuredRun m = measurement_from_json(
+        test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9, {{"mlp/forward", 100.0}}),
+        "m.json");
+    m.compute_mean_us = mean;
+    m.compute_phase_us = phase;
+    return m;
+  };
+  std::vector<MeasuredRun> runs{run_with(1000, 1080), run_with(500, 540), run_with(2000, 2160)};
+  const Fit f = fit_vr_tail(hw, runs);
+  REQUIRE(f.fields.size() == 1);
+  REQUIRE(f.fields[0].accepted());
+  CHECK(f.fields[0].value == Approx(0.08));
+  CHECK(f.quality.num_points == 3);
+  // Two runs are too few; phases shorter than the ops are refused.
+  runs.pop_back();
+  CHECK_FALSE(fit_vr_tail(hw, runs).fields[0].accepted());
+  runs = {run_with(1000, 900), run_with(500, 450), run_with(2000, 1800)};
+  const Fit neg = fit_vr_tail(hw, runs);
+  CHECK_FALSE(neg.fields[0].accepted());
+  CHECK(neg.fields[0].value < 0);
+}
+
+TEST_CASE("predict_measured keeps a decoder-only prediction's stand-ins (the executor runs them)") {
+  const auto hw = epo::model::load_hardware_preset("h200-sxm");
+  auto j = test::hand_made_measurement(false, 1024, 1000, 1000, 50, 2e9, {{"mlp/forward", 100.0}});
+  j["config"]["decoder_only"] = true;
+  const MeasuredRun m = measurement_from_json(j, "m.json");
+  const auto c = measured_config(m, hw);
+  REQUIRE(c.decoder_only);
+  const auto full = epo::model::predict(c);
+  CHECK(full.costs.embedding_fwd.duration_us() > 0);  // the seeded input on virtual ranks
+  CHECK(predict_measured(m, hw).step_time_us == Approx(full.step_time_us));
+}
