@@ -43,7 +43,8 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
     CHECK((how.rfind("base value kept", 0) == 0) ==
           (p.provenance.at(field).rfind("base value kept", 0) == 0));
   }
-  // One H200 has no NCCL, flex or NVLink samples: those fits have no points and keep the base.
+  // A bench on one GPU has no NCCL, flex or NVLink samples: those fits have no points and keep
+  // the base.
   for (const auto& f : pf.fits) {
     INFO(f.name);
     if (f.quality.num_points > 0) continue;
