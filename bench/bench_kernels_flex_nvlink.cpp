@@ -198,20 +198,18 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     const double t_copy = timed(peer_copy(sms), nothing);
     // Combine moves the same rows back: rank d returns one row per token it received from the
     // other rank (its own tokens' rows stay in place).
-    for (int threads : kThreadsPerBlock) {
-      const double t_d = timed(dispatch_send(sms, threads), dispatch_finish);
-      ek::check_flex_error(w.error);
-      add_row(report, {"flex_dispatch_nvl", shape.model, param + " t" + std::to_string(threads),
-                       tokens, t_d, dir_bytes / kMB, -1, t_copy});
-      keep_best(best_dispatch, t_d, sms, threads);
-    }
-    for (int threads : kThreadsPerBlock) {
-      const double t_c = timed(combine_send(sms, threads), combine_finish);
-      ek::check_flex_error(w.error);
-      add_row(report, {"flex_combine_nvl", shape.model, param + " t" + std::to_string(threads),
-                       tokens, t_c, dir_bytes / kMB, -1, t_copy});
-      keep_best(best_combine, t_c, sms, threads);
-    }
+    // One row per block size of a send (dispatch or combine), against the same peer store.
+    auto rows = [&](const char* op, auto&& send, auto&& finish, auto& best) {
+      for (int threads : kThreadsPerBlock) {
+        const double t = timed(send(sms, threads), finish);
+        ek::check_flex_error(w.error);
+        add_row(report, {op, shape.model, param + " t" + std::to_string(threads), tokens, t,
+                         dir_bytes / kMB, -1, t_copy});
+        keep_best(best, t, sms, threads);
+      }
+    };
+    rows("flex_dispatch_nvl", dispatch_send, dispatch_finish, best_dispatch);
+    rows("flex_combine_nvl", combine_send, combine_finish, best_combine);
     add_row(report,
             {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
   }
