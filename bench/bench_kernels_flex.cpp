@@ -88,11 +88,11 @@ void send_dispatch(World& w, int r, int num_sms, int threads_per_block) {
   Rank& k = w.ranks[r];
   const int R = static_cast<int>(w.ranks.size());
   cuda_check(cudaSetDevice(k.device), "cudaSetDevice");
-  ek::launch_flex_dispatch_send(
-      r, R, k.x.as<ek::bf16>(), k.topk_idx.as<int>(), k.topk_w.as<float>(), k.slots.as<int>(),
-      k.per_rank.as<int>(), w.tokens, w.shape.hidden, w.shape.num_topk, w.shape.num_experts,
-      w.tokens, k.peers.as<ek::FlexBuffers>(), k.buffers, w.dispatch_seq, num_sms, k.stream,
-      threads_per_block);
+  ek::launch_flex_dispatch_send(r, R, k.x.as<ek::bf16>(), k.topk_idx.as<int>(),
+                                k.topk_w.as<float>(), k.slots.as<int>(), k.per_rank.as<int>(),
+                                w.tokens, w.shape.hidden, w.shape.num_topk, w.shape.num_experts,
+                                w.tokens, k.peers.as<ek::FlexBuffers>(), k.buffers, w.dispatch_seq,
+                                num_sms, k.stream, threads_per_block);
 }
 
 void wait_dispatch(World& w, int r) {
@@ -370,14 +370,14 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
         add_row(report, {op, shape.model, ep, tokens, t_serial, bytes / kMB, -1, bound});
     const double pct = add_row(
         report, {op, shape.model, ep + " streams", tokens, t_streams, bytes / kMB, -1, bound});
-    report.goal(std::string(op) + " " + goal_what + " per-rank streams of copy bound", pct, ">=",
-                80.0, "%");
+    report.goal(std::string(op) + " " + goal_what + " per-rank streams of copy bound", pct,
+                ">=", 80.0, "%");
     return pct_serial;
   };
   // Receive-side permute: one row read (from recv_x or, for the own tokens, from x) and written
   // per expert row.
-  const double pct_permute = local_row("flex_permute", 2.0 * expert_rows * row_bytes,
-                                       [&](int r) { permute(w, r); });
+  const double pct_permute =
+      local_row("flex_permute", 2.0 * expert_rows * row_bytes, [&](int r) { permute(w, r); });
   // Combine, transfer: the rows of other ranks read and written once by the send, then every
   // partial read and one row per token written by the reduce.
   const double combine_bytes = 2.0 * copies_to_others(w) * row_bytes + copies * row_bytes +
@@ -436,10 +436,10 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     const double t_ds = time_step(false, [&] { dispatch(sms); });
     const double t_cs = time_step(false, [&] { combine(sms); });
     ek::check_flex_error(w.error);
-    const double pct_ds = add_row(report, {"flex_dispatch", shape.model, param + " streams",
-                                           tokens, t_ds, dispatch_bytes / kMB, -1, bound_d});
-    const double pct_cs = add_row(report, {"flex_combine", shape.model, param + " streams",
-                                           tokens, t_cs, combine_bytes / kMB, -1, bound_c});
+    const double pct_ds = add_row(report, {"flex_dispatch", shape.model, param + " streams", tokens,
+                                           t_ds, dispatch_bytes / kMB, -1, bound_d});
+    const double pct_cs = add_row(report, {"flex_combine", shape.model, param + " streams", tokens,
+                                           t_cs, combine_bytes / kMB, -1, bound_c});
     const std::string what = goal_what + " all SMs, per-rank streams of copy bound";
     report.goal("flex_dispatch " + what, pct_ds, ">=", 80.0, "%");
     report.goal("flex_combine " + what, pct_cs, ">=", 80.0, "%");
@@ -448,8 +448,7 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
                  "rows without 'streams' (one stream: all sends, then all waits) are for "
                  "reference, no goal; all SMs: dispatch " +
                      percent(pct_dispatch_serial) + ", combine " + percent(pct_combine_serial) +
-                     ", permute " + percent(pct_permute) + ", unpermute " +
-                     percent(pct_unpermute) +
+                     ", permute " + percent(pct_permute) + ", unpermute " + percent(pct_unpermute) +
                      " of copy bound; the goals are on the 'streams' rows (each virtual rank on "
                      "its own stream, as epo run --virtual-ranks " +
                      std::to_string(R) + ")");

@@ -223,9 +223,9 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
                   b.threads, b.sms);
     return std::string(buf);
   };
-  report.context("two_gpu_best " + std::to_string(tokens),
-                 "<=16 SMs: dispatch " + describe(best_dispatch) + "; combine " +
-                     describe(best_combine));
+  report.context(
+      "two_gpu_best " + std::to_string(tokens),
+      "<=16 SMs: dispatch " + describe(best_dispatch) + "; combine " + describe(best_combine));
   for (int r = 0; r < 2; ++r) {
     cudaSetDevice(r);
     cudaEventDestroy(start[r]);

@@ -161,13 +161,14 @@ Fit fit_host_sync(const HardwareProfile& hw, const Samples& s) {
 }
 
 Fit fit_hbm(const HardwareProfile& hw, const Samples& s) {
-  Fit f = make_fit("hbm", "t = 2 * bytes / (hbm_gbps * hbm_efficiency) (whole-GPU copy, back to back)",
-                   "us", hw, {"hbm_efficiency"});
+  Fit f =
+      make_fit("hbm", "t = 2 * bytes / (hbm_gbps * hbm_efficiency) (whole-GPU copy, back to back)",
+               "us", hw, {"hbm_efficiency"});
   std::vector<HbmSample> pts;
   for (const auto& h : s.hbm)
     if (h.bytes >= kHbmResidentBytes) pts.push_back(h);
-  f.source = std::to_string(pts.size()) + " hbm samples of at least " +
-             bytes_label(kHbmResidentBytes);
+  f.source =
+      std::to_string(pts.size()) + " hbm samples of at least " + bytes_label(kHbmResidentBytes);
   double sum = 0;
   for (const auto& h : pts) {
     f.labels.push_back("memcpy " + bytes_label(h.bytes));
@@ -249,8 +250,7 @@ Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
       r(i) = model_time(p(0), p(1), pts[i]) / pts[i].time_us - 1.0;
     return r;
   };
-  const auto res =
-      levenberg_marquardt(pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
+  const auto res = levenberg_marquardt(pb, Eigen::Vector2d(f.fields[0].base, f.fields[1].base));
   const double per_block = res.params(0), max_gbps = res.params(1);
   f.fields[0].value = per_block;
   f.fields[1].value = max_gbps;
@@ -272,10 +272,11 @@ Fit fit_copy(const HardwareProfile& hw, const Samples& s) {
   if (per_block > 1e3)
     refuse(f.fields[0], fmt("%.4g GB/s per block is above the plausible %.4g", per_block, 1e3));
   if (max_gbps > hw.hbm_gbps)
-    refuse(f.fields[1], fmt("%.4g GB/s of payload is above the HBM peak of %.4g GB/s", max_gbps,
-                            hw.hbm_gbps));
+    refuse(f.fields[1],
+           fmt("%.4g GB/s of payload is above the HBM peak of %.4g GB/s", max_gbps, hw.hbm_gbps));
   refit_accepted(f, pb);
-  evaluate(f, [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], pts[i]); });
+  evaluate(f,
+           [&](const std::vector<double>& p, size_t i) { return model_time(p[0], p[1], pts[i]); });
   return f;
 }
 

@@ -133,8 +133,7 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
         throw EPO_INPUT_ERROR(where, ": ", o.key_path("op"), " = '", op,
                               "': not an op of the schedule");
       const std::string key = op + "/" + dir;
-      if (schedule == "baseline")
-        baseline.push_back({rank, step, mb, layer, op, dir, start, end});
+      if (schedule == "baseline") baseline.push_back({rank, step, mb, layer, op, dir, start, end});
       auto& a = schedule == "baseline" ? base_acc[key] : all_acc[key];
       a.sum += end - start;
       a.n += 1;

@@ -173,8 +173,7 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
   pb.residuals = [&](const Eigen::VectorXd& p) {
     const auto pred = at(p);
     Eigen::VectorXd r(pred.size());
-    for (size_t i = 0; i < pred.size(); ++i)
-      r(i) = pred[i] / pts[i].measured_us - 1.0;
+    for (size_t i = 0; i < pred.size(); ++i) r(i) = pred[i] / pts[i].measured_us - 1.0;
     return r;
   };
   // A field the selected ops do not depend on (e.g. copies capped by HBM) cannot be refitted.
@@ -226,8 +225,9 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
 Fit fit_vr_tail(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs) {
   Fit f;
   f.name = "runs.vr_tail";
-  f.model = "compute ops' critical-path time = ranks' mean op time * (1 + vr_tail_coeff) "
-            "(baseline schedule, virtual ranks)";
+  f.model =
+      "compute ops' critical-path time = ranks' mean op time * (1 + vr_tail_coeff) "
+      "(baseline schedule, virtual ranks)";
   f.unit = "us";
   FittedField ff;
   ff.name = "vr_tail_coeff";
@@ -260,9 +260,10 @@ Fit fit_vr_tail(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs)
   const double coeff = sa / saa - 1.0;
   f.fields[0].value = coeff;
   if (coeff < 0 || coeff > 1)
-    detail::refuse(f.fields[0], detail::fmt("%.4g: the critical path would be shorter than the ops or more than "
-                            "twice them",
-                            coeff));
+    detail::refuse(f.fields[0],
+                   detail::fmt("%.4g: the critical path would be shorter than the ops or more than "
+                               "twice them",
+                               coeff));
   const double used = f.fields[0].accepted() ? coeff : f.fields[0].base;
   for (const MeasuredRun* r : pts) f.fitted.push_back(r->compute_mean_us * (1.0 + used));
   f.quality = fit_quality(f.measured, f.fitted);

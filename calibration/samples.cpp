@@ -101,9 +101,10 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
   } else if (bench == "host_sync") {
     s.host_sync_us.push_back(time("time_us"));
   } else {
-    throw EPO_INPUT_ERROR(where, ": ", r.key_path("bench"), " = '", bench,
-                          "': expected gemm, grouped_gemm, copy, hbm, transport, contention, launch or "
-                          "host_sync");
+    throw EPO_INPUT_ERROR(
+        where, ": ", r.key_path("bench"), " = '", bench,
+        "': expected gemm, grouped_gemm, copy, hbm, transport, contention, launch or "
+        "host_sync");
   }
   r.finish();
 }

@@ -152,10 +152,12 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
       }
     // The streaming rate of HBM: the largest copy with the whole GPU, back to back.
     {
-      const double t = time_us([&] {
-        EPO_CHECK_CUDA(cudaMemcpyAsync(dst.get(), src.get(), static_cast<size_t>(max_bytes),
-                                       cudaMemcpyDeviceToDevice, s1.get()));
-      }, s1.get(), w, n, 4);
+      const double t = time_us(
+          [&] {
+            EPO_CHECK_CUDA(cudaMemcpyAsync(dst.get(), src.get(), static_cast<size_t>(max_bytes),
+                                           cudaMemcpyDeviceToDevice, s1.get()));
+          },
+          s1.get(), w, n, 4);
       samples.push_back({{"bench", "hbm"}, {"bytes", max_bytes}, {"time_us", t}});
       tick("hbm");
     }

@@ -214,7 +214,8 @@ __global__ void __launch_bounds__(kSendThreads)
   // (a 14 KB row: four chunks of 7 vectors per lane, not three of 8 and a half-empty one), so
   // every round trip of the row keeps as many bytes in flight.
   const int row_chunks = (a.vecs_per_row + kCopyTileVecs - 1) / kCopyTileVecs;
-  const int chunk_lane_vecs = (a.vecs_per_row + row_chunks * kWarpSize - 1) / (row_chunks * kWarpSize);
+  const int chunk_lane_vecs =
+      (a.vecs_per_row + row_chunks * kWarpSize - 1) / (row_chunks * kWarpSize);
   const int chunk_vecs = chunk_lane_vecs * kWarpSize;
   auto load_chunk = [&](const int4* row, int base, int4* v) {
 #pragma unroll

@@ -79,7 +79,8 @@ double memory_time_us(const HardwareProfile& hw, Bytes bytes) {
 
 double local_copy_gbps(const HardwareProfile& hw, double blocks) {
   const double b = std::clamp(blocks, 1.0, static_cast<double>(kCopyBlocksPerSm) * hw.num_sms);
-  const double harmonic = 1.0 / (1.0 / (b * hw.local_copy_gbps_per_sm) + 1.0 / hw.local_copy_max_cost_gbps());
+  const double harmonic =
+      1.0 / (1.0 / (b * hw.local_copy_gbps_per_sm) + 1.0 / hw.local_copy_max_cost_gbps());
   return std::min(harmonic, hw.hbm_gbps * hw.hbm_efficiency / 2.0);
 }
 

@@ -1,7 +1,6 @@
 // Costs of everything one pipeline rank does for one micro-batch: the layer kinds, embedding, LM
 // head, pipeline transfer and the data-parallel gradient reduction.
 #include <algorithm>
-#include <cmath>
 
 #include "model/cost_builder.hpp"
 

@@ -26,11 +26,10 @@ TEST_CASE("fitting the example samples reproduces the example profile") {
   const auto& p = pf.profile;
   for (const char* field :
        {"gemm_efficiency", "gemm_half_dim", "gemm_call_us", "grouped_gemm_efficiency",
-        "grouped_call_us", "hbm_efficiency", "kernel_launch_us",
-        "host_sync_us",
-        "comm_gbps_per_sm", "nvlink_efficiency", "nccl_efficiency", "nccl_latency_us",
-        "local_copy_gbps_per_sm", "local_copy_max_gbps", "vr_tail_coeff", "contention_coeff", "contention_exp", "nvl_contention_coeff",
-        "nvl_contention_exp"}) {
+        "grouped_call_us", "hbm_efficiency", "kernel_launch_us", "host_sync_us", "comm_gbps_per_sm",
+        "nvlink_efficiency", "nccl_efficiency", "nccl_latency_us", "local_copy_gbps_per_sm",
+        "local_copy_max_gbps", "vr_tail_coeff", "contention_coeff", "contention_exp",
+        "nvl_contention_coeff", "nvl_contention_exp"}) {
     INFO(field);
     auto a = p;
     auto b = committed;

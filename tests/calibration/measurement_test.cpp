@@ -177,16 +177,21 @@ TEST_CASE("compute phases: the ranks' mean op time and the ops' share of the cri
   // Two ranks: pre_dispatch (a step's first op, not counted), dispatch (communication, not
   // counted), mlp. Rank 1's mlp ends 30 us after rank 0's.
   auto rec = [](int rank, const char* op, const char* stream, double s, double e) {
-    return nlohmann::json{{"rank", rank}, {"step", 0}, {"schedule", "baseline"}, {"op", op},
-                          {"direction", "forward"}, {"mb", 0}, {"layer", 0}, {"stream", stream},
-                          {"start_us", s}, {"end_us", e}};
+    return nlohmann::json{{"rank", rank},
+                          {"step", 0},
+                          {"schedule", "baseline"},
+                          {"op", op},
+                          {"direction", "forward"},
+                          {"mb", 0},
+                          {"layer", 0},
+                          {"stream", stream},
+                          {"start_us", s},
+                          {"end_us", e}};
   };
-  j["ops"] = nlohmann::json::array({rec(0, "pre_dispatch", "compute", 0, 100),
-                                    rec(1, "pre_dispatch", "compute", 0, 120),
-                                    rec(0, "dispatch", "comm", 120, 150),
-                                    rec(1, "dispatch", "comm", 120, 150),
-                                    rec(0, "mlp", "compute", 150, 250),
-                                    rec(1, "mlp", "compute", 150, 280)});
+  j["ops"] = nlohmann::json::array(
+      {rec(0, "pre_dispatch", "compute", 0, 100), rec(1, "pre_dispatch", "compute", 0, 120),
+       rec(0, "dispatch", "comm", 120, 150), rec(1, "dispatch", "comm", 120, 150),
+       rec(0, "mlp", "compute", 150, 250), rec(1, "mlp", "compute", 150, 280)});
   const MeasuredRun m = measurement_from_json(j, "m.json");
   CHECK(m.compute_mean_us == Approx((100 + 130) / 2.0));
   CHECK(m.compute_phase_us == Approx(280 - 150));

@@ -86,9 +86,8 @@ TEST_CASE("a copy asymptote no sample comes near is refused, the per-block rate 
   for (int blocks : {2, 6}) s.copy.push_back({1 << 30, blocks, 0});
   for (auto& c : s.copy)
     if (c.time_us == 0)
-      c.time_us = t.kernel_launch_us +
-                  c.bytes / (1e3 / (1.0 / (c.sms * t.local_copy_gbps_per_sm) +
-                                    1.0 / t.local_copy_max_gbps));
+      c.time_us = t.kernel_launch_us + c.bytes / (1e3 / (1.0 / (c.sms * t.local_copy_gbps_per_sm) +
+                                                         1.0 / t.local_copy_max_gbps));
   s.launch_us = all.launch_us;
   const Fit f = fit_copy(t, s);
   CHECK(field(f, "local_copy_gbps_per_sm").accepted());

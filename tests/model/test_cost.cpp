@@ -177,7 +177,8 @@ TEST_CASE("copies between virtual ranks add per-block rates harmonically", "[cos
   CHECK(hw.local_copy_max_cost_gbps() == Approx(hw.hbm_gbps * 0.9 / 2));
 }
 
-TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are counted", "[cost]") {
+TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are counted",
+          "[cost]") {
   Config cfg = test::tiny_config(4);
   cfg.virtual_ranks = 4;
   cfg.decoder_only = true;

@@ -91,7 +91,8 @@ TEST_CASE("host issue: ops the host issues for their whole duration cannot overl
     CHECK(half > 4000 * (M + 1));
     CHECK(half < 8000 * M);
     const auto p = build_pipeline(cfg, true);
-    CHECK(maxplus_step_ns(p, cfg, make_costs(n)) == simulate(p, cfg, make_costs(n), ideal_options()).step_ns);
+    CHECK(maxplus_step_ns(p, cfg, make_costs(n)) ==
+          simulate(p, cfg, make_costs(n), ideal_options()).step_ns);
   }
 }
 
