@@ -98,10 +98,10 @@ int run_bench(const BenchArgs& a) {
   const calib::Samples s = calib::samples_from_json(samples, "benchmark output");
   model::write_json_file(a.out, samples);
   std::fprintf(stderr,
-               "epo calibrate bench: %zu gemm, %zu copy, %zu transport, %zu contention, "
+               "epo calibrate bench: %zu gemm, %zu copy, %zu hbm, %zu transport, %zu contention, "
                "%zu launch, %zu host_sync samples written to %s\n",
-               s.gemm.size(), s.copy.size(), s.transport.size(), s.contention.size(),
-               s.launch_us.size(), s.host_sync_us.size(), a.out.c_str());
+               s.gemm.size(), s.copy.size(), s.hbm.size(), s.transport.size(),
+               s.contention.size(), s.launch_us.size(), s.host_sync_us.size(), a.out.c_str());
   for (const auto& u : s.unmeasured) std::fprintf(stderr, "  not measured: %s\n", u.c_str());
   return 0;
 }
