@@ -177,4 +177,11 @@ TEST_CASE("samples reader rejects unknown keys, benches and kinds") {
   CHECK(back.gemm.size() == s.gemm.size());
   CHECK(back.transport.size() == s.transport.size());
   CHECK(back.gemm.back().n == Approx(s.gemm.back().n));
+  REQUIRE(back.hbm.size() == s.hbm.size());
+  CHECK(back.hbm.back().bytes == Approx(s.hbm.back().bytes));
+  CHECK(back.hbm.back().time_us == Approx(s.hbm.back().time_us));
+  // An hbm sample needs its bytes.
+  bad = ok;
+  bad["samples"].push_back({{"bench", "hbm"}, {"time_us", 2.0}});
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
 }
