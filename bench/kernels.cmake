@@ -5,6 +5,7 @@ if(EPO_WITH_CUDA)
     bench_kernels_util.cpp
     bench_kernels_compute.cpp
     bench_kernels_flex.cpp
+    bench_kernels_flex_world.cpp
     bench_kernels_flex_nvlink.cpp
     bench_kernels_device.cu)
   epo_target_options(bench_kernels)
