@@ -49,13 +49,17 @@ struct OpRecord {
 /// MeasuredRun::compute_phase_us), walking rank 0's records in time order.
 void compute_phases(const std::vector<OpRecord>& recs, double& mean_us, double& phase_us) {
   using Key = std::tuple<int, int, int, std::string, std::string>;
-  std::map<Key, std::pair<double, double>> by_op;  // latest end, summed duration
-  std::map<Key, int> ranks;
+  struct Op {
+    double latest_end = 0, summed_us = 0;
+    int ranks = 0;
+  };
+  auto key = [](const OpRecord& r) { return Key{r.step, r.mb, r.layer, r.op, r.dir}; };
+  std::map<Key, Op> by_op;
   for (const auto& r : recs) {
-    auto& e = by_op[Key{r.step, r.mb, r.layer, r.op, r.dir}];
-    e.first = std::max(e.first, r.end_us);
-    e.second += r.end_us - r.start_us;
-    ++ranks[Key{r.step, r.mb, r.layer, r.op, r.dir}];
+    Op& e = by_op[key(r)];
+    e.latest_end = std::max(e.latest_end, r.end_us);
+    e.summed_us += r.end_us - r.start_us;
+    ++e.ranks;
   }
   std::vector<const OpRecord*> first;
   for (const auto& r : recs)
@@ -65,14 +69,13 @@ void compute_phases(const std::vector<OpRecord>& recs, double& mean_us, double& 
   std::map<int, double> prev_end;  // per step
   mean_us = phase_us = 0;
   for (const OpRecord* r : first) {
-    const Key k{r->step, r->mb, r->layer, r->op, r->dir};
-    const double end = by_op[k].first;
+    const Op& e = by_op[key(*r)];
     const auto it = prev_end.find(r->step);
     if (it != prev_end.end() && (r->op == "pre_dispatch" || r->op == "mlp")) {
-      phase_us += end - it->second;
-      mean_us += by_op[k].second / ranks[k];
+      phase_us += e.latest_end - it->second;
+      mean_us += e.summed_us / e.ranks;
     }
-    prev_end[r->step] = end;
+    prev_end[r->step] = e.latest_end;
   }
 }
 
