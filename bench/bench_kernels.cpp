@@ -1,7 +1,9 @@
 // bench_kernels: every EPO kernel on the H200 next to the bound it should approach, measured in the
 // same run (nccl-tests-style table + JSON via --json FILE).
-//   bench_kernels [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only]
-// --quick: 4096 tokens per rank only; --two-gpu-only: just the two-GPU flex rows.
+//   bench_kernels [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only] [--no-gate]
+// --quick: 4096 tokens per rank only; --two-gpu-only: just the two-GPU flex rows; --no-gate: time
+// each sample from the host's launch (the host's enqueue time included) instead of holding the
+// stream until the sample is enqueued.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -55,20 +57,24 @@ void add_context(Report& report) {
                  "(rows 'streams') each rank on its own stream as epo run issues them; "
                  "combine includes the source-side reduction");
   report.context("nvl",
-                 "two-GPU rows: data = bytes crossing NVLink per direction; time = the "
-                 "slower GPU's send kernel, both directions at once");
+                 "two-GPU rows: data = mean bytes crossing NVLink per direction; time = the "
+                 "slower direction's send kernel (scaled to that mean), both directions at "
+                 "once, both GPUs' streams held until everything is enqueued and then "
+                 "released together");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const CommonFlags flags = parse_common_flags(argc, argv);
-  bool quick = false, two_gpu_only = false;
+  bool quick = false, two_gpu_only = false, no_gate = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--two-gpu-only")) two_gpu_only = true;
+    if (!std::strcmp(argv[i], "--no-gate")) no_gate = true;
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-      std::printf("usage: %s [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only]\n",
+      std::printf("usage: %s [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only] "
+                  "[--no-gate]\n",
                   argv[0]);
       return 0;
     }
@@ -76,11 +82,18 @@ int main(int argc, char** argv) {
   Timing timing;
   if (flags.iters > 0) timing.iters = flags.iters;
   if (flags.warmup >= 0) timing.warmup = flags.warmup;
+  timing.gated = !no_gate;
   try {
     Report report("bench_kernels", report_columns());
     add_context(report);
     report.context("iterations", std::to_string(timing.iters) + " (median), warm-up " +
                                      std::to_string(timing.warmup));
+    report.context("timing",
+                   timing.gated ? "device time: the stream is held by a spinning kernel while a "
+                                  "sample's events and kernels are enqueued, then released (GEMM "
+                                  "rows: from the host's launch)"
+                                : "from the host's launch (--no-gate): the host's enqueue time "
+                                  "is in every sample");
     const std::vector<int> token_counts =
         quick ? std::vector<int>{4096} : std::vector<int>{4096, 16384};
     const std::vector<int> sm_sweep = {4, 8, 16, 24, 32};

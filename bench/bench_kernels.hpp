@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "bench/gate.hpp"
 #include "bench/harness.hpp"
 #include "kernels/launchers.hpp"
 
@@ -29,6 +30,10 @@ Shape qwen3_30b_a3b();
 struct Timing {
   int warmup = 5;
   int iters = 20;
+  /// Hold the stream with a Gate while a sample is enqueued (between its events), so the sample
+  /// is the device's time for the work and not the host's time to launch it (several launches of
+  /// a multi-kernel op, or eight ranks' kernels, would otherwise be paced by the host).
+  bool gated = true;
 };
 
 void cuda_check(cudaError_t status, const char* what);
@@ -54,7 +59,8 @@ class DeviceMem {
   size_t bytes_ = 0;
 };
 
-/// Median over `iters` runs of fn (after `warmup` runs), each timed with CUDA events on stream.
+/// Median over `iters` runs of fn (after `warmup` runs), each timed with CUDA events on stream
+/// (held by a Gate while fn enqueues when timing.gated: fn must not wait on the stream).
 double median_time_us(const std::function<void()>& fn, cudaStream_t stream, const Timing& timing);
 
 /// Copies larger than this are timed at this size and scaled linearly (bandwidth-bound regime).

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "bench/gate.hpp"
 #include "kernels/launchers.hpp"
 
 namespace epo::bench::kernels {
@@ -85,6 +86,14 @@ __global__ void __launch_bounds__(kReadThreads)
 // Does nothing: its launch, timed like any row, is the latency floor of a one-kernel op.
 __global__ void empty_kernel() {}
 
+// Holds its stream until the host writes a non-zero value to *open (mapped host memory), or about
+// two seconds pass (so a lost release cannot hang the bench).
+__global__ void gate_kernel(const volatile int* open) {
+  const long long start = clock64();
+  while (*open == 0 && clock64() - start < 4'000'000'000LL) {
+  }
+}
+
 __device__ __forceinline__ uint32_t hash(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
@@ -130,6 +139,30 @@ void launch_read_kernel(const void* src, size_t bytes, void* sink, int blocks,
 void launch_empty_kernel(cudaStream_t stream) {
   empty_kernel<<<1, 32, 0, stream>>>();
   cuda_check(cudaGetLastError(), "empty_kernel");
+}
+
+Gate::Gate() {
+  cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(int),
+                           cudaHostAllocMapped | cudaHostAllocPortable),
+             "cudaHostAlloc(gate)");
+  *host_ = 1;
+  cuda_check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0),
+             "cudaHostGetDevicePointer(gate)");
+}
+
+Gate::~Gate() {
+  *host_ = 1;
+  cudaFreeHost(host_);
+}
+
+void Gate::hold(cudaStream_t stream) {
+  *reinterpret_cast<volatile int*>(host_) = 0;
+  gate_kernel<<<1, 1, 0, stream>>>(device_);
+  cuda_check(cudaGetLastError(), "gate_kernel");
+}
+
+void Gate::release() {
+  *reinterpret_cast<volatile int*>(host_) = 1;
 }
 
 void fill_random_f32(float* ptr, size_t n, uint32_t seed, float scale, cudaStream_t stream) {

@@ -72,15 +72,27 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     cuda_check(cudaEventCreate(&start[r]), "cudaEventCreate");
     cuda_check(cudaEventCreate(&stop[r]), "cudaEventCreate");
   }
-  // Times the send kernels of both GPUs, launched together; the waits follow outside the timing.
-  auto timed = [&](auto&& send, auto&& finish) {
+  // Bytes crossing NVLink in each direction, and their mean: the rows' data.
+  const double dir_bytes = 0.5 * (bytes_01 + bytes_10);
+  // What GPU r sends in a timed step: the dispatch and the peer store move bytes_r (its tokens for
+  // the other GPU), the combine the other GPU's tokens back; kGpuTime: not a transfer.
+  enum class Moves { kOwnTokens, kPeerTokens, kGpuTime };
+  // Times the send kernels of both GPUs: both streams are held by the gate while the host
+  // enqueues the events and kernels of both, then started together, so neither GPU's time
+  // includes the host launching the other's work. The waits follow outside the timing. A sample
+  // is the slower direction's time for dir_bytes (each GPU's time scaled by dir_bytes over what
+  // it moved), or for kGpuTime the slower GPU's time.
+  Gate gate;
+  auto timed = [&](auto&& send, auto&& finish, Moves moves = Moves::kOwnTokens) {
     std::vector<double> samples;
     for (int i = 0; i < timing.warmup + timing.iters; ++i) {
       for (int r = 0; r < 2; ++r) {
         cuda_check(cudaSetDevice(r), "cudaSetDevice");
         cuda_check(cudaStreamSynchronize(w.ranks[r].stream), "sync");
+        gate.hold(w.ranks[r].stream);
       }
       send(start, stop);
+      gate.release();
       finish();
       float ms[2];
       for (int r = 0; r < 2; ++r) {
@@ -88,7 +100,12 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
         cuda_check(cudaStreamSynchronize(w.ranks[r].stream), "sync");
         cuda_check(cudaEventElapsedTime(&ms[r], start[r], stop[r]), "elapsed");
       }
-      if (i >= timing.warmup) samples.push_back(1000.0 * std::max(ms[0], ms[1]));
+      const double own[2] = {bytes_01, bytes_10};
+      double scale[2] = {1.0, 1.0};
+      for (int r = 0; r < 2 && moves != Moves::kGpuTime; ++r)
+        scale[r] = dir_bytes / own[moves == Moves::kOwnTokens ? r : 1 - r];
+      if (i >= timing.warmup)
+        samples.push_back(1000.0 * std::max(ms[0] * scale[0], ms[1] * scale[1]));
     }
     std::sort(samples.begin(), samples.end());
     return samples[samples.size() / 2];
@@ -172,7 +189,7 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
         cuda_check(cudaEventRecord(e[r], w.ranks[r].stream), "record");
       }
     };
-    const double t_u = timed(local_unpermute, nothing);
+    const double t_u = timed(local_unpermute, nothing, Moves::kGpuTime);
     cuda_check(cudaSetDevice(0), "cudaSetDevice");
     const double bound_u = copy_bound_us(static_cast<size_t>(unpermute_bytes / 2) / 16 * 16,
                                          w.ranks[0].stream, timing);
@@ -187,7 +204,6 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     int sms = 0, threads = 0;
   };
   Best best_dispatch, best_combine;
-  const double dir_bytes = std::min(bytes_01, bytes_10);
   auto gbps = [&](double t_us) { return dir_bytes / kMB / t_us * 1e3; };
   auto keep_best = [&](Best& best, double t_us, int sms, int threads) {
     if (sms <= kTwoGpuGoalMaxSms && gbps(t_us) > best.gbps) best = {gbps(t_us), sms, threads};
@@ -199,17 +215,17 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
     // Combine moves the same rows back: rank d returns one row per token it received from the
     // other rank (its own tokens' rows stay in place).
     // One row per block size of a send (dispatch or combine), against the same peer store.
-    auto rows = [&](const char* op, auto&& send, auto&& finish, auto& best) {
+    auto rows = [&](const char* op, auto&& send, auto&& finish, Moves moves, auto& best) {
       for (int threads : kThreadsPerBlock) {
-        const double t = timed(send(sms, threads), finish);
+        const double t = timed(send(sms, threads), finish, moves);
         ek::check_flex_error(w.error);
         add_row(report, {op, shape.model, param + " t" + std::to_string(threads), tokens, t,
                          dir_bytes / kMB, -1, t_copy});
         keep_best(best, t, sms, threads);
       }
     };
-    rows("flex_dispatch_nvl", dispatch_send, dispatch_finish, best_dispatch);
-    rows("flex_combine_nvl", combine_send, combine_finish, best_combine);
+    rows("flex_dispatch_nvl", dispatch_send, dispatch_finish, Moves::kOwnTokens, best_dispatch);
+    rows("flex_combine_nvl", combine_send, combine_finish, Moves::kPeerTokens, best_combine);
     add_row(report,
             {"peer_store_copy", shape.model, param, tokens, t_copy, dir_bytes / kMB, -1, -1});
   }

@@ -1,5 +1,6 @@
 // bench_kernels: shapes, timing, the copy bound and the row format (host side).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -46,11 +47,22 @@ double median_time_us(const std::function<void()>& fn, cudaStream_t stream, cons
   cudaEvent_t start, stop;
   cuda_check(cudaEventCreate(&start), "cudaEventCreate");
   cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
+  static Gate gate;
   std::vector<float> ms(std::max(1, timing.iters));
   for (auto& m : ms) {
+    if (timing.gated) gate.hold(stream);
+    const auto enqueue_start = std::chrono::steady_clock::now();
     cuda_check(cudaEventRecord(start, stream), "cudaEventRecord");
     fn();
     cuda_check(cudaEventRecord(stop, stream), "cudaEventRecord");
+    if (timing.gated) {
+      gate.release();
+      // The gate lets go by itself after a few seconds: an fn that waited that long on the held
+      // stream would have measured nothing.
+      if (std::chrono::steady_clock::now() - enqueue_start > std::chrono::seconds(1))
+        throw std::runtime_error("median_time_us: the timed work waits on its own stream; time it "
+                                 "with timing.gated = false");
+    }
     cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     cuda_check(cudaEventElapsedTime(&m, start, stop), "cudaEventElapsedTime");
   }

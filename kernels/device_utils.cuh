@@ -105,7 +105,7 @@ __device__ __forceinline__ void accumulate_weighted_rows(const int4* __restrict_
       const int row = __shfl_sync(0xffffffffu, my_row, k % kWarpSize);
       w[u] = __shfl_sync(0xffffffffu, my_weight, k % kWarpSize);
       ok[u] = active && k < count && row >= 0;
-      if (ok[u]) v[u] = rows[static_cast<int64_t>(row) * vecs_per_row + i];
+      if (ok[u]) v[u] = ld_stream(rows + static_cast<int64_t>(row) * vecs_per_row + i);
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
