@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       }
     }
     for (int tokens : token_counts)
-      run_two_gpu_flex_rows(report, deepseek_v3(), tokens, {2, 4, 8, 16, 32}, timing);
+      run_two_gpu_flex_rows(report, deepseek_v3(), tokens, {2, 4, 8, 12, 16, 32}, timing);
     std::printf("# goals missed: %d\n", report.goals_missed());
     report.write_json(flags.json_path);
   } catch (const std::exception& e) {

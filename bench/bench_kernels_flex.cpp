@@ -139,9 +139,9 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     return t;
   };
   // All sends before any wait (host order), each wait on its rank's stream after its send.
-  auto dispatch = [&](int num_sms) {
+  auto dispatch = [&](int num_sms, int threads = 0) {
     ++w.dispatch_seq;
-    for (int r = 0; r < R; ++r) send_dispatch(w, r, num_sms);
+    for (int r = 0; r < R; ++r) send_dispatch(w, r, num_sms, threads);
     for (int r = 0; r < R; ++r) wait_dispatch(w, r);
   };
   dispatch(num_device_sms);
@@ -198,9 +198,9 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
   // partial read and one row per token written by the reduce.
   const double combine_bytes = 2.0 * copies_to_others(w) * row_bytes + copies * row_bytes +
                                R * static_cast<double>(tokens) * row_bytes;
-  auto combine = [&](int num_sms) {
+  auto combine = [&](int num_sms, int threads = 0) {
     ++w.combine_seq;
-    for (int r = 0; r < R; ++r) send_combine(w, r, num_sms);
+    for (int r = 0; r < R; ++r) send_combine(w, r, num_sms, threads);
     for (int r = 0; r < R; ++r) wait_and_reduce_combine(w, r, num_sms, outs[r]);
   };
   // Combine, local half: expert rows read, one row per received token written.
@@ -259,6 +259,14 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     const std::string what = goal_what + " all SMs, per-rank streams of copy bound";
     report.goal("flex_dispatch " + what, pct_ds, ">=", 80.0, "%");
     report.goal("flex_combine " + what, pct_cs, ">=", 80.0, "%");
+    // The bulk-copy sends on every SM, per-rank streams (for comparison; no goal).
+    const double t_db = time_step(false, [&] { dispatch(sms, ek::kFlexSendBulk); });
+    const double t_cb = time_step(false, [&] { combine(sms, ek::kFlexSendBulk); });
+    ek::check_flex_error(w.error);
+    add_row(report, {"flex_dispatch", shape.model, param + " streams bulk", tokens, t_db,
+                     dispatch_bytes / kMB, -1, bound_d});
+    add_row(report, {"flex_combine", shape.model, param + " streams bulk", tokens, t_cb,
+                     combine_bytes / kMB, -1, bound_c});
   }
   report.context("flex_serial " + shape.model + " " + std::to_string(tokens),
                  "rows without 'streams' (one stream: all sends, then all waits) are for "

@@ -208,7 +208,11 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
   auto keep_best = [&](Best& best, double t_us, int sms, int threads) {
     if (sms <= kTwoGpuGoalMaxSms && gbps(t_us) > best.gbps) best = {gbps(t_us), sms, threads};
   };
-  constexpr int kThreadsPerBlock[] = {512, 1024};
+  // Register kernels with 512 and 1024 threads per block, then the bulk-copy kernels.
+  constexpr int kThreadsPerBlock[] = {512, 1024, ek::kFlexSendBulk};
+  auto send_name = [](int threads) {
+    return threads == ek::kFlexSendBulk ? std::string("bulk") : "t" + std::to_string(threads);
+  };
   for (int sms : sm_counts) {
     const std::string param = "2gpu sms=" + std::to_string(sms);
     const double t_copy = timed(peer_copy(sms), nothing);
@@ -219,7 +223,7 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
       for (int threads : kThreadsPerBlock) {
         const double t = timed(send(sms, threads), finish, moves);
         ek::check_flex_error(w.error);
-        add_row(report, {op, shape.model, param + " t" + std::to_string(threads), tokens, t,
+        add_row(report, {op, shape.model, param + " " + send_name(threads), tokens, t,
                          dir_bytes / kMB, -1, t_copy});
         keep_best(best, t, sms, threads);
       }
@@ -233,10 +237,10 @@ void run_two_gpu_flex_rows(Report& report, const Shape& shape, int tokens,
       shape.model + " " + std::to_string(tokens) + " GB/s per direction, <=16 SMs";
   report.goal("flex_dispatch_nvl " + what, best_dispatch.gbps, ">=", kTwoGpuGoalGbps, "GB/s");
   report.goal("flex_combine_nvl " + what, best_combine.gbps, ">=", kTwoGpuGoalGbps, "GB/s");
-  auto describe = [](const Best& b) {
+  auto describe = [&](const Best& b) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%.1f GB/s with %d threads per block on %d SMs", b.gbps,
-                  b.threads, b.sms);
+    std::snprintf(buf, sizeof buf, "%.1f GB/s with the %s send on %d SMs", b.gbps,
+                  send_name(b.threads).c_str(), b.sms);
     return std::string(buf);
   };
   report.context(

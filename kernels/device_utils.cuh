@@ -75,6 +75,23 @@ __device__ __forceinline__ void allow_dependent_launch() {
 #endif
 }
 
+/// The last block of a grid to get here sees every other block's writes (each thread fences at
+/// system scope before its block counts itself done; threadFenceReduction pattern). Resets the
+/// counter for the next launch. Every thread of the block must call it.
+__device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
+  __shared__ bool is_last;
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int prev = atomicAdd(done_counter, 1u);
+    is_last = prev == gridDim.x - 1;
+    if (is_last) atomicExch(done_counter, 0u);  // ready for the next step, no host reset
+  }
+  __syncthreads();
+  if (is_last) __threadfence_system();
+  return is_last;
+}
+
 __device__ __forceinline__ int warp_sum(int value) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
@@ -105,7 +122,7 @@ __device__ __forceinline__ void accumulate_weighted_rows(const int4* __restrict_
       const int row = __shfl_sync(0xffffffffu, my_row, k % kWarpSize);
       w[u] = __shfl_sync(0xffffffffu, my_weight, k % kWarpSize);
       ok[u] = active && k < count && row >= 0;
-      if (ok[u]) v[u] = ld_stream(rows + static_cast<int64_t>(row) * vecs_per_row + i);
+      if (ok[u]) v[u] = rows[static_cast<int64_t>(row) * vecs_per_row + i];
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {

@@ -15,6 +15,7 @@
 
 #include "kernels/check.hpp"
 #include "kernels/device_utils.cuh"
+#include "kernels/flex_internal.hpp"
 #include "kernels/launchers.hpp"
 
 namespace epo::kernels {
@@ -23,6 +24,9 @@ namespace {
 
 using detail::kBf16PerVec;
 using detail::kWarpSize;
+using detail::last_block_done;
+using detail::launch_chained;
+using detail::SendArgs;
 // Sends stream rows: 1024 threads by default, 8 vectors of 16 bytes loaded per lane before any
 // store, so one SM keeps 128 KB of reads in flight (a copy needs about that to run at HBM rate).
 // The launchers also take 512 threads (64 KB per SM): over NVLink, fewer bytes in flight per SM
@@ -141,26 +145,6 @@ __device__ __forceinline__ void warp_weighted_row_sum(const int4* __restrict__ r
       if (i < vecs_per_row) dst[i] = detail::pack_bf16x8(acc[u]);
     }
   }
-}
-
-struct SendArgs {
-  int rank, num_ranks, num_tokens, vecs_per_row, num_topk, experts_per_rank, max_tokens;
-  uint64_t seq;
-};
-
-// The last block of a grid to get here sees every other block's writes (fenced before counting).
-__device__ __forceinline__ bool last_block_done(unsigned int* done_counter) {
-  __shared__ bool is_last;
-  __threadfence_system();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned int prev = atomicAdd(done_counter, 1u);
-    is_last = prev == gridDim.x - 1;
-    if (is_last) atomicExch(done_counter, 0u);  // ready for the next step, no host reset
-  }
-  __syncthreads();
-  if (is_last) __threadfence_system();
-  return is_last;
 }
 
 // Source `rank`: x[num_tokens][hidden] -> peers[d].recv_x[rank][slot][hidden] for each destination
@@ -485,29 +469,6 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// Launches with programmatic stream serialization: the kernel's launch overlaps the tail of the
-// previous kernel on the stream; every flex kernel starts with detail::grid_dependency_wait(), so
-// it still sees the previous kernel complete (the sends, waits and reduce of one step follow one
-// another on a stream, each a few microseconds of launch latency otherwise). The sends allow
-// the next launch only once their rows are issued, and the waits (which may spin for a peer) only
-// by exiting, so an early-launched kernel never holds SMs that other streams' work could use for
-// longer than a send's tail.
-template <typename... Params, typename... Args>
-void launch_chained(void (*kernel)(Params...), int grid, int threads, size_t smem_bytes,
-                    cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
-}
-
 void check_common(const char* fn, int rank, int num_ranks, int hidden, int max_tokens_per_rank,
                   uint64_t seq) {
   using detail::require;
@@ -533,11 +494,12 @@ void check_sms(const char* fn, int num_sms) {
   detail::require(num_sms >= 1 && num_sms <= 1024, fn, "num_sms must be in [1, 1024]");
 }
 
-// The send kernels' block size: 0 = the default (kSendThreads), else 512 or 1024.
+// The send kernels' block size: 0 = the default (kSendThreads), else 512 or 1024, or kFlexSendBulk
+// (returned as is: the bulk-copy kernels).
 int send_threads(const char* fn, int threads_per_block) {
   detail::require(threads_per_block == 0 || threads_per_block == kSendThreadsSmall ||
-                      threads_per_block == kSendThreads,
-                  fn, "threads_per_block must be 0, 512 or 1024");
+                      threads_per_block == kSendThreads || threads_per_block == kFlexSendBulk,
+                  fn, "threads_per_block must be 0, 512, 1024 or kFlexSendBulk");
   return threads_per_block == 0 ? kSendThreads : threads_per_block;
 }
 
@@ -576,6 +538,12 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
                       num_experts / num_ranks,
                       max_tokens_per_rank,
                       seq};
+  if (threads == kFlexSendBulk) {
+    detail::launch_bulk_dispatch_send(args, reinterpret_cast<const int4*>(x), topk_idx,
+                                      topk_weights, token_slot_in_rank, num_tokens_per_rank, peers,
+                                      own, num_sms, stream);
+    return;
+  }
   launch_chained(flex_dispatch_send_kernel, num_sms, threads, 0, stream, args,
                  reinterpret_cast<const int4*>(x), topk_idx, topk_weights, token_slot_in_rank,
                  num_tokens_per_rank, peers, own);
@@ -693,6 +661,10 @@ void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_token
   const int threads = send_threads(kFn, threads_per_block);
   detail::require_pointer(peers, kFn, "peers");
   const SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, 1, 1, max_tokens_per_rank, seq};
+  if (threads == kFlexSendBulk) {
+    detail::launch_bulk_combine_send(args, peers, own, num_sms, stream);
+    return;
+  }
   launch_chained(flex_combine_send_kernel, num_sms, threads, 0, stream, args, peers, own);
 }
 

@@ -294,7 +294,12 @@ void check_flex_error(const FlexError* record);
 /// num_tokens_per_rank[num_ranks] from launch_flex_layout; peers: DEVICE array of num_ranks
 /// FlexBuffers; own: this rank's FlexBuffers (host copy; its done_counter is used). num_sms = grid
 /// size (blocks), 1..1024. threads_per_block: 0 = 1024 (128 KB of reads in flight per block), else
-/// 512 or 1024 (512 keeps 64 KB in flight per block: for NVLink with few SMs); same results.
+/// 512 or 1024 (512 keeps 64 KB in flight per block: for NVLink with few SMs), or kFlexSendBulk:
+/// rows move by bulk copies through shared memory (compute capability 9.0+; a block of two warps
+/// and about 200 KB of shared memory, so one per SM); same results.
+/// threads_per_block value of the flex sends that selects their bulk-copy kernels.
+constexpr int kFlexSendBulk = 1;
+
 void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int* topk_idx,
                                const float* topk_weights, const int* token_slot_in_rank,
                                const int* num_tokens_per_rank, int num_tokens, int hidden,
@@ -349,7 +354,7 @@ void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int6
 /// source s, own.recv_x[s][0, recv_count[s]) is copied as is (16-byte vectors) to
 /// peers[s].combine_x[rank][same slots]; then, after all blocks, peers[s].combine_flag[rank] = seq
 /// for every s (itself included). Never waits. num_sms = grid size, 1..1024. threads_per_block:
-/// 0 = 1024, else 512 or 1024 (as launch_flex_dispatch_send; same results).
+/// 0 = 1024, else 512, 1024 or kFlexSendBulk (as launch_flex_dispatch_send; same results).
 void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
                               const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
                               int num_sms, cudaStream_t stream, int threads_per_block = 0);

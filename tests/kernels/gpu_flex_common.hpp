@@ -35,6 +35,7 @@ struct FlexCase {
   int num_tokens, hidden, num_topk, num_experts;
   std::vector<int> devices;  // device of each rank (size = num_ranks)
   std::vector<int> num_sms_per_step;
+  int send_threads = 0;  // threads_per_block of both sends (kFlexSendBulk: the bulk-copy kernels)
 };
 
 /// Runs one case; returns nothing, records CHECKs.
@@ -42,7 +43,8 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
   const int num_ranks = static_cast<int>(c.devices.size());
   const int T = c.num_tokens, H = c.hidden, K = c.num_topk, E = c.num_experts;
   const int epr = E / num_ranks;
-  INFO("ranks " << num_ranks << " tokens " << T << " hidden " << H << " experts " << E);
+  INFO("ranks " << num_ranks << " tokens " << T << " hidden " << H << " experts " << E
+                 << " send threads " << c.send_threads);
   const FlexBufferBytes bytes = flex_buffer_bytes(num_ranks, T, H, K);
 
   std::vector<FlexRank> ranks(num_ranks);
@@ -118,7 +120,7 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
       launch_flex_dispatch_send(r, num_ranks, reinterpret_cast<const bf16*>(src[r].d_x.get()),
                                 src[r].d_idx.get(), src[r].d_w.get(), src[r].d_slot.get(),
                                 src[r].d_per_rank.get(), T, H, K, E, T, ranks[r].peers.get(),
-                                ranks[r].buffers, seq, num_sms, ranks[r].stream);
+                                ranks[r].buffers, seq, num_sms, ranks[r].stream, c.send_threads);
       ref::flex_dispatch_send(r, num_ranks, src[r].x.data(), src[r].routing.topk_idx.data(),
                               src[r].routing.topk_weights.data(), src[r].slot.data(),
                               src[r].per_rank.data(), T, H, K, E, T, host, seq);
@@ -275,7 +277,7 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
     for (int d = 0; d < num_ranks; ++d) {
       cuda_ok(cudaSetDevice(c.devices[d]), "cudaSetDevice");
       launch_flex_combine_send(d, num_ranks, H, T, ranks[d].peers.get(), ranks[d].buffers, seq,
-                               num_sms, ranks[d].stream);
+                               num_sms, ranks[d].stream, c.send_threads);
       ref::flex_combine_send(d, num_ranks, H, T, host, seq);
     }
     std::vector<DeviceBuffer<uint16_t>> d_out(num_ranks);

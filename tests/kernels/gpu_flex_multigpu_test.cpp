@@ -32,4 +32,9 @@ TEST_CASE("flex between two GPUs matches the reference pipeline", "[kernels][mul
   // Two virtual ranks per GPU: same-device and peer destinations in one table.
   test::FlexCase mixed{200, 2048, 8, 128, {0, 0, 1, 1}, {4, 12}};
   test::run_flex_case(mixed, 77);
+  // The bulk-copy sends over the same links, one GPU per rank and mixed.
+  test::FlexCase bulk{512, 7168, 8, 256, {0, 1}, {8, 16, 1}, kFlexSendBulk};
+  test::run_flex_case(bulk, 4343);
+  test::FlexCase bulk_mixed{200, 2048, 8, 128, {0, 0, 1, 1}, {4, 12}, kFlexSendBulk};
+  test::run_flex_case(bulk_mixed, 78);
 }

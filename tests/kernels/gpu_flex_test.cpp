@@ -28,6 +28,25 @@ TEST_CASE("flex over virtual ranks matches the reference pipeline", "[kernels][g
   test::run_flex_case(c, 7);
 }
 
+TEST_CASE("flex bulk-copy sends match the reference pipeline", "[kernels][gpu]") {
+  REQUIRE(epo::kernels::test::device_count() >= 1);
+  uint32_t seed = 3000;
+  // Rows of one chunk (3.5 KB, 14 KB) and of several (20 KB: two chunks of 10 KB); more tokens
+  // than one block's batches; 1 block (every task through one ring) up to more blocks than
+  // batches.
+  for (int hidden : {1792, 7168, 10240}) {
+    for (int num_ranks : {2, 8}) {
+      test::FlexCase c{300, hidden, 8, 64, std::vector<int>(num_ranks, 0), {1, 3, 40},
+                       kFlexSendBulk};
+      test::run_flex_case(c, seed);
+      seed += 100;
+    }
+  }
+  // Tiny rows (32 bytes) and every rank a destination of most tokens.
+  test::FlexCase c{70, 16, 4, 8, {0, 0, 0, 0}, {2, 1}, kFlexSendBulk};
+  test::run_flex_case(c, 9);
+}
+
 TEST_CASE("flex wait times out with rank, source and what it waited for", "[kernels][gpu]") {
   const int num_ranks = 2, T = 8, H = 64, K = 2;
   const FlexBufferBytes bytes = flex_buffer_bytes(num_ranks, T, H, K);

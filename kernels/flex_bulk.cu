@@ -1,0 +1,342 @@
+// Flex send kernels that move rows with bulk copies (cp.async.bulk, executed by the SM's tensor
+// memory accelerator) instead of through registers. One warp per block: lane 0 loads row chunks
+// from local memory into a ring of kStages shared-memory stages and, once a chunk has landed,
+// stores it to each destination (a peer GPU or a rank on the same GPU), kAhead loads in flight
+// ahead of the stores. A stage is reused as soon as its stores have READ it, not when their writes
+// land, so the bytes in flight toward a link are not bounded by shared memory, and a chunk's
+// stores do not wait for the next chunk's load: a whole SM's traffic needs no registers and one
+// issuing thread. In the dispatch the other lanes read the routing of the block's next 32 tokens
+// and write their top-k meta to every destination, as the register kernel does.
+//
+// Ordering is that of flex.cu: lane 0 waits for every bulk store to complete and fences the async
+// proxy against the generic one, then the block counts itself done (system-scope fence first) and
+// the last block releases the flags.
+#include <algorithm>
+
+#include "kernels/device_utils.cuh"
+#include "kernels/flex_internal.hpp"
+
+namespace epo::kernels::detail {
+
+namespace {
+
+constexpr int kBulkThreads = 32;      // combine: one warp, lane 0 drives the copies
+constexpr int kDispatchThreads = 64;  // dispatch: the copying warp and the routing warp
+constexpr int kStages = 12;
+constexpr int kAhead = 8;  // loads in flight; kStages - kAhead stages left for stores reading
+constexpr int kMaxChunkBytes = 16384;
+constexpr int kBatch = kWarpSize;  // tokens whose routing the routing warp reads at once
+// Named barriers of the dispatch's table halves (0 is __syncthreads'): full (routing warp ->
+// copying warp) and free (back), 2 + half and 4 + half.
+constexpr int kTableFull = 2;
+constexpr int kTableFree = 4;
+constexpr size_t kMaxDynamicSmem = size_t{kStages} * kMaxChunkBytes;
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// Both warps of the dispatch block, whole warps: sync waits for the other warp's arrive.
+__device__ __forceinline__ void named_barrier_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kDispatchThreads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "n"(kDispatchThreads) : "memory");
+}
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void barrier_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// Starts a bulk load of `bytes` (multiple of 16) into shared memory; *bar completes its phase when
+// they have landed.
+__device__ __forceinline__ void bulk_load(void* smem, const void* gmem, int bytes, uint64_t* bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_u32(smem)),
+      "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void barrier_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n}" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_store(void* gmem, const void* smem, int bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem),
+               "r"(smem_u32(smem)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// The stores of all but the newest kStages - 1 - kAhead groups have read their stage.
+__device__ __forceinline__ void bulk_wait_stage_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kStages - 1 - kAhead) : "memory");
+}
+// Every store complete, and ordered before the generic-proxy fences and flags that follow.
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+#endif
+
+// Lane 0's pipeline: task j (a chunk of `bytes` at src) goes into stage j % kStages; the chunk of
+// task j - kAhead is stored when task j has been issued. Stage reuse: when task j is issued the
+// groups committed after task j - kStages's are those of tasks j - kStages + 1 .. j - 1 - kAhead,
+// kStages - 1 - kAhead of them, so bulk_wait_stage_read() frees its stage.
+struct Ring {
+  uint64_t full[kStages];
+  int64_t offset[kStages];  // byte offset of the chunk in its row (dispatch) or run (combine)
+  int bytes[kStages];
+  uint64_t mask[kStages];        // dispatch: destinations
+  int dest[kStages];             // combine: the destination
+  int slot[kStages][kMaxRanks];  // dispatch: the row's slot at each destination
+};
+
+// Source `rank`, as flex_dispatch_send_kernel (flex.cu): two warps per block. Warp 1 reads the
+// routing of the block's batches of 32 tokens (batch b, b + gridDim.x, ...) into a double-buffered
+// table and writes their top-k meta; warp 0's lane 0 turns each batch's rows that leave this rank
+// into chunk tasks of the ring. Named barriers hand the table's halves back and forth, so the
+// routing of the next batch is read while the rows of this one move.
+__global__ void __launch_bounds__(kDispatchThreads)
+    bulk_dispatch_send_kernel(SendArgs a, int chunk_bytes, int chunks_per_row,
+                              const char* __restrict__ x, const int* __restrict__ topk_idx,
+                              const float* __restrict__ topk_weights,
+                              const int* __restrict__ token_slot_in_rank,
+                              const int* __restrict__ num_tokens_per_rank,
+                              const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+  grid_dependency_wait();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) char stages[];
+  __shared__ Ring ring;
+  __shared__ char* dst_x[kMaxRanks];
+  __shared__ int* dst_idx[kMaxRanks];
+  __shared__ float* dst_weight[kMaxRanks];
+  __shared__ int table_slot[2][kBatch][kMaxRanks];
+  __shared__ uint64_t table_mask[2][kBatch];  // destinations other than this rank
+  const int lane = threadIdx.x % kWarpSize;
+  const bool producer = threadIdx.x >= kWarpSize;
+  const int64_t row_bytes = static_cast<int64_t>(a.vecs_per_row) * 16;
+  for (int d = threadIdx.x; d < a.num_ranks; d += kDispatchThreads) {
+    const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
+    dst_x[d] = reinterpret_cast<char*>(peers[d].recv_x) + rank_base * row_bytes;
+    dst_idx[d] = peers[d].recv_topk_idx + rank_base * a.num_topk;
+    dst_weight[d] = peers[d].recv_topk_weights + rank_base * a.num_topk;
+  }
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) barrier_init(&ring.full[s]);
+    barrier_init_fence();
+  }
+  __syncthreads();
+  const int num_batches = (a.num_tokens + kBatch - 1) / kBatch;
+  // This block's batches: n = 0, 1, ... is batch blockIdx.x + n * gridDim.x, in table half n % 2.
+  const int my_batches =
+      num_batches > static_cast<int>(blockIdx.x)
+          ? (num_batches - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x
+          : 0;
+  if (producer) {
+    const uint64_t self_bit = uint64_t{1} << a.rank;
+    for (int n = 0; n < my_batches; ++n) {
+      const int half = n % 2;
+      if (n >= 2) named_barrier_sync(kTableFree + half);
+      const int t = (blockIdx.x + n * gridDim.x) * kBatch + lane;
+      uint64_t mask = 0;
+      if (t < a.num_tokens) {
+        const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * a.num_ranks;
+        for (int d = 0; d < a.num_ranks; ++d) {
+          const int slot = slots[d];
+          table_slot[half][lane][d] = slot;
+          if (slot >= 0) mask |= uint64_t{1} << d;
+        }
+        // The token's meta, for every destination (this rank included).
+        const int* idx = topk_idx + static_cast<int64_t>(t) * a.num_topk;
+        const float* weight = topk_weights + static_cast<int64_t>(t) * a.num_topk;
+        for (uint64_t m = mask; m != 0; m &= m - 1) {
+          const int d = __ffsll(static_cast<long long>(m)) - 1;
+          const int64_t at = static_cast<int64_t>(table_slot[half][lane][d]) * a.num_topk;
+          for (int k = 0; k < a.num_topk; ++k) {
+            const int expert = idx[k];
+            const bool local = expert >= 0 && expert / a.experts_per_rank == d;
+            dst_idx[d][at + k] = local ? expert % a.experts_per_rank : -1;
+            dst_weight[d][at + k] = weight[k];
+          }
+        }
+      }
+      table_mask[half][lane] = mask & ~self_bit;
+      named_barrier_arrive(kTableFull + half);
+    }
+  } else {
+    int64_t issued = 0;  // lane 0's task count
+    auto store = [&](int64_t j) {
+      const int s = static_cast<int>(j % kStages);
+      barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
+      for (uint64_t m = ring.mask[s]; m != 0; m &= m - 1) {
+        const int d = __ffsll(static_cast<long long>(m)) - 1;
+        bulk_store(dst_x[d] + ring.slot[s][d] * row_bytes + ring.offset[s],
+                   stages + static_cast<int64_t>(s) * chunk_bytes, ring.bytes[s]);
+      }
+      bulk_commit();
+    };
+    for (int n = 0; n < my_batches; ++n) {
+      const int half = n % 2;
+      named_barrier_sync(kTableFull + half);
+      if (lane == 0) {
+        for (int i = 0; i < kBatch; ++i) {
+          const uint64_t peers_mask = table_mask[half][i];
+          if (peers_mask == 0) continue;
+          const char* row =
+              x + static_cast<int64_t>((blockIdx.x + n * gridDim.x) * kBatch + i) * row_bytes;
+          for (int c = 0; c < chunks_per_row; ++c) {
+            const int64_t j = issued++;
+            const int s = static_cast<int>(j % kStages);
+            if (j >= kStages) bulk_wait_stage_read();
+            const int64_t offset = static_cast<int64_t>(c) * chunk_bytes;
+            ring.offset[s] = offset;
+            ring.bytes[s] = static_cast<int>(min64(chunk_bytes, row_bytes - offset));
+            ring.mask[s] = peers_mask;
+            for (uint64_t m = peers_mask; m != 0; m &= m - 1) {
+              const int d = __ffsll(static_cast<long long>(m)) - 1;
+              ring.slot[s][d] = table_slot[half][i][d];
+            }
+            bulk_load(stages + static_cast<int64_t>(s) * chunk_bytes, row + offset, ring.bytes[s],
+                      &ring.full[s]);
+            if (j >= kAhead) store(j - kAhead);
+          }
+        }
+      }
+      __syncwarp();
+      if (n + 2 < my_batches) named_barrier_arrive(kTableFree + half);
+    }
+    if (lane == 0) {
+      for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
+      bulk_wait_all();
+    }
+    __syncwarp();
+  }
+#endif
+  allow_dependent_launch();
+  if (last_block_done(&own.done_counter[0])) {
+    for (int d = threadIdx.x; d < a.num_ranks; d += kDispatchThreads) {
+      st_volatile(&peers[d].recv_count[a.rank], num_tokens_per_rank[d]);
+      __threadfence_system();
+      st_release_sys(&peers[d].recv_flag[a.rank], a.seq);
+    }
+  }
+}
+
+// Expert rank `rank`: own.recv_x[s][0, recv_count[s]) -> peers[s].combine_x[rank][same] for every
+// source s != rank, in tiles of at most kMaxChunkBytes: the runs of all sources, one after the
+// other starting at this block's own source (as the register kernel, so every link is busy from
+// the start).
+__global__ void __launch_bounds__(kBulkThreads)
+    bulk_combine_send_kernel(SendArgs a, const FlexBuffers* __restrict__ peers, FlexBuffers own) {
+  grid_dependency_wait();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) char stages[];
+  __shared__ Ring ring;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) barrier_init(&ring.full[s]);
+    barrier_init_fence();
+    const int64_t row_bytes = static_cast<int64_t>(a.vecs_per_row) * 16;
+    const int64_t run_stride = static_cast<int64_t>(a.max_tokens) * row_bytes;
+    const char* src = reinterpret_cast<const char*>(own.recv_x);
+    int64_t issued = 0;
+    auto store = [&](int64_t j) {
+      const int s = static_cast<int>(j % kStages);
+      barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
+      const int d = ring.dest[s];
+      bulk_store(reinterpret_cast<char*>(peers[d].combine_x) + a.rank * run_stride +
+                     ring.offset[s],
+                 stages + static_cast<int64_t>(s) * kMaxChunkBytes, ring.bytes[s]);
+      bulk_commit();
+    };
+    for (int i = 0; i < a.num_ranks; ++i) {
+      const int d = (static_cast<int>(blockIdx.x) + i) % a.num_ranks;
+      const int count = d == a.rank ? 0 : *reinterpret_cast<volatile int*>(&own.recv_count[d]);
+      const int64_t run_bytes = count * row_bytes;
+      const int64_t tiles = (run_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes;
+      // Tile k of run d is block (k + d) % gridDim.x's: the same split whatever order a block
+      // takes the runs in, and the runs' first tiles on different blocks.
+      const int64_t first = (static_cast<int64_t>(blockIdx.x) + gridDim.x - d % gridDim.x) % gridDim.x;
+      for (int64_t k = first; k < tiles; k += gridDim.x) {
+        const int64_t j = issued++;
+        const int s = static_cast<int>(j % kStages);
+        if (j >= kStages) bulk_wait_stage_read();
+        const int64_t offset = k * kMaxChunkBytes;
+        ring.offset[s] = offset;
+        ring.bytes[s] = static_cast<int>(min64(kMaxChunkBytes, run_bytes - offset));
+        ring.dest[s] = d;
+        bulk_load(stages + static_cast<int64_t>(s) * kMaxChunkBytes, src + d * run_stride + offset,
+                  ring.bytes[s], &ring.full[s]);
+        if (j >= kAhead) store(j - kAhead);
+      }
+    }
+    for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
+    bulk_wait_all();
+  }
+  __syncwarp();
+#endif
+  allow_dependent_launch();
+  if (last_block_done(&own.done_counter[1])) {
+    for (int d = threadIdx.x; d < a.num_ranks; d += kBulkThreads) {
+      __threadfence_system();
+      st_release_sys(&peers[d].combine_flag[a.rank], a.seq);
+    }
+  }
+}
+
+// Bulk copies need compute capability 9.0; the kernels above are empty below it.
+void require_bulk_copies(const char* fn) {
+  int device = 0, major = 0;
+  EPO_CUDA_CHECK(cudaGetDevice(&device));
+  EPO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  require(major >= 9, fn,
+          "threads_per_block == kFlexSendBulkThreads needs bulk copies (compute capability 9.0+)");
+}
+
+}  // namespace
+
+void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* topk_idx,
+                               const float* topk_weights, const int* token_slot_in_rank,
+                               const int* num_tokens_per_rank, const FlexBuffers* peers,
+                               const FlexBuffers& own, int num_sms, cudaStream_t stream) {
+  require_bulk_copies("launch_flex_dispatch_send");
+  // A row goes in the fewest chunks of at most kMaxChunkBytes, all of one size (multiple of 16).
+  const int64_t row_bytes = static_cast<int64_t>(args.vecs_per_row) * 16;
+  const int chunks = static_cast<int>((row_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes);
+  const int chunk_bytes = static_cast<int>((row_bytes / 16 + chunks - 1) / chunks * 16);
+  const size_t smem = size_t{kStages} * chunk_bytes;
+  EPO_CUDA_CHECK(cudaFuncSetAttribute(bulk_dispatch_send_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kMaxDynamicSmem)));
+  launch_chained(bulk_dispatch_send_kernel, num_sms, kDispatchThreads, smem, stream, args,
+                 chunk_bytes,
+                 chunks, reinterpret_cast<const char*>(x), topk_idx, topk_weights,
+                 token_slot_in_rank, num_tokens_per_rank, peers, own);
+}
+
+void launch_bulk_combine_send(const SendArgs& args, const FlexBuffers* peers,
+                              const FlexBuffers& own, int num_sms, cudaStream_t stream) {
+  require_bulk_copies("launch_flex_combine_send");
+  EPO_CUDA_CHECK(cudaFuncSetAttribute(bulk_combine_send_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kMaxDynamicSmem)));
+  launch_chained(bulk_combine_send_kernel, num_sms, kBulkThreads, kMaxDynamicSmem, stream, args,
+                 peers, own);
+}
+
+}  // namespace epo::kernels::detail
