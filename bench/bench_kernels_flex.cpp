@@ -259,14 +259,18 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     const std::string what = goal_what + " all SMs, per-rank streams of copy bound";
     report.goal("flex_dispatch " + what, pct_ds, ">=", 80.0, "%");
     report.goal("flex_combine " + what, pct_cs, ">=", 80.0, "%");
-    // The bulk-copy sends on every SM, per-rank streams (for comparison; no goal).
-    const double t_db = time_step(false, [&] { dispatch(sms, ek::kFlexSendBulk); });
-    const double t_cb = time_step(false, [&] { combine(sms, ek::kFlexSendBulk); });
-    ek::check_flex_error(w.error);
-    add_row(report, {"flex_dispatch", shape.model, param + " streams bulk", tokens, t_db,
-                     dispatch_bytes / kMB, -1, bound_d});
-    add_row(report, {"flex_combine", shape.model, param + " streams bulk", tokens, t_cb,
-                     combine_bytes / kMB, -1, bound_c});
+    // The other sends on every SM, per-rank streams (for comparison; no goal): the register
+    // kernels with 512 threads per block and the bulk-copy kernels.
+    for (int threads : {512, ek::kFlexSendBulk}) {
+      const std::string name = threads == ek::kFlexSendBulk ? " streams bulk" : " streams t512";
+      const double t_d = time_step(false, [&] { dispatch(sms, threads); });
+      const double t_c = time_step(false, [&] { combine(sms, threads); });
+      ek::check_flex_error(w.error);
+      add_row(report, {"flex_dispatch", shape.model, param + name, tokens, t_d,
+                       dispatch_bytes / kMB, -1, bound_d});
+      add_row(report, {"flex_combine", shape.model, param + name, tokens, t_c,
+                       combine_bytes / kMB, -1, bound_c});
+    }
   }
   report.context("flex_serial " + shape.model + " " + std::to_string(tokens),
                  "rows without 'streams' (one stream: all sends, then all waits) are for "

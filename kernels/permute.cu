@@ -16,15 +16,10 @@ using detail::kWarpSize;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
 
-int device_sms() {
+int grid_for_rows(int64_t rows) {
   int device = 0, num_sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess)
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-  return num_sms;
-}
-
-int grid_for_rows(int64_t rows) {
-  const int num_sms = device_sms();
   const int64_t wanted = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t{num_sms} * 16)));
 }
@@ -59,37 +54,29 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// out[num_tokens][hidden] = sum_k w[t][k] * y[permuted_row[t][k]]. A warp takes one part of a
-// token's row at a time (parts_per_row equal parts of whole 32-vector rounds): with few tokens,
-// one warp per whole row would be a single wave of equal, long tasks whose stragglers leave the
-// memory idle at the end; shorter tasks in several waves keep it busy to the end.
+// out[num_tokens][hidden] = sum_k w[t][k] * y[permuted_row[t][k]]
 __global__ void __launch_bounds__(kThreads)
     unpermute_kernel(const int4* __restrict__ y, int vecs_per_row,
                      const int* __restrict__ permuted_row, const float* __restrict__ topk_weights,
-                     int num_tokens, int num_topk, int parts_per_row, int part_vecs,
-                     int4* __restrict__ out) {
+                     int num_tokens, int num_topk, int4* __restrict__ out) {
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  const int64_t units = static_cast<int64_t>(num_tokens) * parts_per_row;
-  for (int64_t u = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; u < units; u += warps) {
-    const int64_t t = u / parts_per_row;
-    const int first = static_cast<int>(u % parts_per_row) * part_vecs;
-    const int end = min(vecs_per_row, first + part_vecs);
+  const int warps = gridDim.x * kWarpsPerBlock;
+  for (int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize; t < num_tokens; t += warps) {
     // Lane k holds copy k's row and weight; the loop below broadcasts them in k order.
     int my_row = -1;
     float my_weight = 1.f;
     if (lane < num_topk) {
-      my_row = permuted_row[t * num_topk + lane];
-      if (topk_weights) my_weight = topk_weights[t * num_topk + lane];
+      my_row = permuted_row[static_cast<int64_t>(t) * num_topk + lane];
+      if (topk_weights) my_weight = topk_weights[static_cast<int64_t>(t) * num_topk + lane];
     }
-    // Every lane runs every round (the shuffles need the full warp); i past the part is masked.
-    for (int base = first; base < end; base += kWarpSize) {
+    // Every lane runs every round (the shuffles need the full warp); i past the row is masked.
+    for (int base = 0; base < vecs_per_row; base += kWarpSize) {
       const int i = base + lane;
-      const bool active = i < end;
+      const bool active = i < vecs_per_row;
       float acc[kBf16PerVec] = {};
       detail::accumulate_weighted_rows(y, vecs_per_row, i, active, my_row, my_weight, num_topk,
                                        acc);
-      if (active) out[t * vecs_per_row + i] = detail::pack_bf16x8(acc);
+      if (active) out[static_cast<int64_t>(t) * vecs_per_row + i] = detail::pack_bf16x8(acc);
     }
   }
 }
@@ -124,17 +111,9 @@ void launch_unpermute(const bf16* y, int64_t num_rows, int hidden, const int* pe
   detail::require_aligned16(out, kFn, "out");
   detail::require_pointer(permuted_row, kFn, "permuted_row");
   if (num_rows > 0) detail::require_aligned16(y, kFn, "y");
-  // Parts per row: enough warp tasks for about four waves of 32 warps per SM when the tokens
-  // alone give fewer (at least two rounds of 32 vectors per part); whole rows otherwise.
-  const int vecs_per_row = hidden / kBf16PerVec;
-  const int rounds = (vecs_per_row + kWarpSize - 1) / kWarpSize;
-  const int64_t wanted_units = int64_t{device_sms()} * 4 * 32;
-  const int parts = static_cast<int>(
-      std::clamp<int64_t>(wanted_units / num_tokens, 1, std::max(1, rounds / 2)));
-  const int part_vecs = (rounds + parts - 1) / parts * kWarpSize;
-  unpermute_kernel<<<grid_for_rows(int64_t{num_tokens} * parts), kThreads, 0, stream>>>(
-      reinterpret_cast<const int4*>(y), vecs_per_row, permuted_row, topk_weights, num_tokens,
-      num_topk, parts, part_vecs, reinterpret_cast<int4*>(out));
+  unpermute_kernel<<<grid_for_rows(num_tokens), kThreads, 0, stream>>>(
+      reinterpret_cast<const int4*>(y), hidden / kBf16PerVec, permuted_row, topk_weights,
+      num_tokens, num_topk, reinterpret_cast<int4*>(out));
   EPO_CUDA_CHECK_LAUNCH();
 }
 
