@@ -263,12 +263,12 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     // kernels with 512 threads per block and the bulk-copy kernels.
     for (int threads : {512, ek::kFlexSendBulk}) {
       const std::string name = threads == ek::kFlexSendBulk ? " streams bulk" : " streams t512";
-      const double t_d = time_step(false, [&] { dispatch(sms, threads); });
-      const double t_c = time_step(false, [&] { combine(sms, threads); });
+      const double t_dv = time_step(false, [&] { dispatch(sms, threads); });
+      const double t_cv = time_step(false, [&] { combine(sms, threads); });
       ek::check_flex_error(w.error);
-      add_row(report, {"flex_dispatch", shape.model, param + name, tokens, t_d,
+      add_row(report, {"flex_dispatch", shape.model, param + name, tokens, t_dv,
                        dispatch_bytes / kMB, -1, bound_d});
-      add_row(report, {"flex_combine", shape.model, param + name, tokens, t_c,
+      add_row(report, {"flex_combine", shape.model, param + name, tokens, t_cv,
                        combine_bytes / kMB, -1, bound_c});
     }
   }
