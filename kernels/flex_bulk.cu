@@ -30,6 +30,7 @@ constexpr int kBatch = kWarpSize;  // tokens whose routing the routing warp read
 // copying warp) and free (back), 2 + half and 4 + half.
 constexpr int kTableFull = 2;
 constexpr int kTableFree = 4;
+constexpr int kGroup = 8;  // routing entries a lane loads before using any
 constexpr size_t kMaxDynamicSmem = size_t{kStages} * kMaxChunkBytes;
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
@@ -156,23 +157,41 @@ __global__ void __launch_bounds__(kDispatchThreads)
       const int t = (blockIdx.x + n * gridDim.x) * kBatch + lane;
       uint64_t mask = 0;
       if (t < a.num_tokens) {
+        // Loads of a group issued before their uses: one round trip per group of kGroup, not one
+        // per load (a load followed by its store in a plain loop waits for every load in turn).
         const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * a.num_ranks;
-        for (int d = 0; d < a.num_ranks; ++d) {
-          const int slot = slots[d];
-          table_slot[half][lane][d] = slot;
-          if (slot >= 0) mask |= uint64_t{1} << d;
+        for (int d0 = 0; d0 < a.num_ranks; d0 += kGroup) {
+          int slot[kGroup];
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) slot[u] = d0 + u < a.num_ranks ? slots[d0 + u] : -1;
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {
+            if (d0 + u >= a.num_ranks) break;
+            table_slot[half][lane][d0 + u] = slot[u];
+            if (slot[u] >= 0) mask |= uint64_t{1} << (d0 + u);
+          }
         }
         // The token's meta, for every destination (this rank included).
         const int* idx = topk_idx + static_cast<int64_t>(t) * a.num_topk;
         const float* weight = topk_weights + static_cast<int64_t>(t) * a.num_topk;
-        for (uint64_t m = mask; m != 0; m &= m - 1) {
-          const int d = __ffsll(static_cast<long long>(m)) - 1;
-          const int64_t at = static_cast<int64_t>(table_slot[half][lane][d]) * a.num_topk;
-          for (int k = 0; k < a.num_topk; ++k) {
-            const int expert = idx[k];
-            const bool local = expert >= 0 && expert / a.experts_per_rank == d;
-            dst_idx[d][at + k] = local ? expert % a.experts_per_rank : -1;
-            dst_weight[d][at + k] = weight[k];
+        for (int k0 = 0; k0 < a.num_topk; k0 += kGroup) {
+          int expert[kGroup];
+          float w[kGroup];
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {
+            expert[u] = k0 + u < a.num_topk ? idx[k0 + u] : -1;
+            w[u] = k0 + u < a.num_topk ? weight[k0 + u] : 0.f;
+          }
+          for (uint64_t m = mask; m != 0; m &= m - 1) {
+            const int d = __ffsll(static_cast<long long>(m)) - 1;
+            const int64_t at = static_cast<int64_t>(table_slot[half][lane][d]) * a.num_topk + k0;
+#pragma unroll
+            for (int u = 0; u < kGroup; ++u) {
+              if (k0 + u >= a.num_topk) break;
+              const bool local = expert[u] >= 0 && expert[u] / a.experts_per_rank == d;
+              dst_idx[d][at + u] = local ? expert[u] % a.experts_per_rank : -1;
+              dst_weight[d][at + u] = w[u];
+            }
           }
         }
       }
@@ -299,16 +318,20 @@ __global__ void __launch_bounds__(kBulkThreads)
   }
 }
 
-// Bulk copies need compute capability 9.0; the kernels above are empty below it.
+// The kernels above are empty below compute capability 9.0.
 void require_bulk_copies(const char* fn) {
-  int device = 0, major = 0;
-  EPO_CUDA_CHECK(cudaGetDevice(&device));
-  EPO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  require(major >= 9, fn,
-          "threads_per_block == kFlexSendBulkThreads needs bulk copies (compute capability 9.0+)");
+  require(bulk_copies_supported(), fn,
+          "threads_per_block == kFlexSendBulk needs bulk copies (compute capability 9.0+)");
 }
 
 }  // namespace
+
+bool bulk_copies_supported() {
+  int device = 0, major = 0;
+  EPO_CUDA_CHECK(cudaGetDevice(&device));
+  EPO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
 
 void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* topk_idx,
                                const float* topk_weights, const int* token_slot_in_rank,

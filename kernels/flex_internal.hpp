@@ -2,7 +2,7 @@
 // Internal to kernels/: what the flex send kernels of flex.cu (rows through registers) and
 // flex_bulk.cu (rows through shared memory by bulk copies) share: their arguments, the chained
 // launch, and the bulk-copy launchers that launch_flex_dispatch_send / launch_flex_combine_send
-// call for threads_per_block == kFlexSendBulkThreads.
+// call for threads_per_block == kFlexSendBulk.
 #include <cstddef>
 #include <cstdint>
 
@@ -40,6 +40,9 @@ void launch_chained(void (*kernel)(Params...), int grid, int threads, size_t sme
   config.numAttrs = 1;
   EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
+
+/// Whether the current device runs the bulk-copy kernels (compute capability 9.0+).
+bool bulk_copies_supported();
 
 /// The dispatch send of launch_flex_dispatch_send on `num_sms` blocks of one warp each, rows moved
 /// by bulk copies (arguments checked by the caller; needs compute capability 9.0).

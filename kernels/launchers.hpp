@@ -354,7 +354,8 @@ void launch_flex_unpermute(int rank, int num_ranks, const bf16* expert_out, int6
 /// source s, own.recv_x[s][0, recv_count[s]) is copied as is (16-byte vectors) to
 /// peers[s].combine_x[rank][same slots]; then, after all blocks, peers[s].combine_flag[rank] = seq
 /// for every s (itself included). Never waits. num_sms = grid size, 1..1024. threads_per_block:
-/// 0 = 1024, else 512, 1024 or kFlexSendBulk (as launch_flex_dispatch_send; same results).
+/// 0 = the bulk-copy kernel on up to 32 SMs of a compute capability 9.0+ device, else 1024; or
+/// 512, 1024 or kFlexSendBulk (as launch_flex_dispatch_send; same results).
 void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_tokens_per_rank,
                               const FlexBuffers* peers, const FlexBuffers& own, uint64_t seq,
                               int num_sms, cudaStream_t stream, int threads_per_block = 0);
