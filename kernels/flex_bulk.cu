@@ -129,6 +129,7 @@ __global__ void __launch_bounds__(kDispatchThreads)
   __shared__ float* dst_weight[kMaxRanks];
   __shared__ int table_slot[2][kBatch][kMaxRanks];
   __shared__ uint64_t table_mask[2][kBatch];  // destinations other than this rank
+  __shared__ uint64_t full_mask[kBatch];       // the routing warp's: every destination
   const int lane = threadIdx.x % kWarpSize;
   const bool producer = threadIdx.x >= kWarpSize;
   const int64_t row_bytes = static_cast<int64_t>(a.vecs_per_row) * 16;
@@ -171,27 +172,37 @@ __global__ void __launch_bounds__(kDispatchThreads)
             if (slot[u] >= 0) mask |= uint64_t{1} << (d0 + u);
           }
         }
-        // The token's meta, for every destination (this rank included).
-        const int* idx = topk_idx + static_cast<int64_t>(t) * a.num_topk;
-        const float* weight = topk_weights + static_cast<int64_t>(t) * a.num_topk;
-        for (int k0 = 0; k0 < a.num_topk; k0 += kGroup) {
-          int expert[kGroup];
-          float w[kGroup];
+      }
+      __syncwarp();  // every lane done with the previous batch's full_mask
+      full_mask[lane] = mask;
+      __syncwarp();
+      // The batch's top-k meta, for every destination of each token (this rank included), with
+      // the warp over consecutive (token, copy) entries: a store instruction covers whole meta
+      // rows (the tokens of a batch have consecutive slots at a destination) instead of one
+      // entry of 32 rows, which over a link is 32 partial writes.
+      const int64_t first_entry = static_cast<int64_t>(blockIdx.x + n * gridDim.x) * kBatch * a.num_topk;
+      const int batch_entries =
+          min(kBatch, a.num_tokens - (blockIdx.x + n * gridDim.x) * kBatch) * a.num_topk;
+      for (int e0 = 0; e0 < batch_entries; e0 += kWarpSize * kGroup) {
+        int expert[kGroup];
+        float w[kGroup];
 #pragma unroll
-          for (int u = 0; u < kGroup; ++u) {
-            expert[u] = k0 + u < a.num_topk ? idx[k0 + u] : -1;
-            w[u] = k0 + u < a.num_topk ? weight[k0 + u] : 0.f;
-          }
-          for (uint64_t m = mask; m != 0; m &= m - 1) {
+        for (int u = 0; u < kGroup; ++u) {
+          const int e = e0 + u * kWarpSize + lane;
+          expert[u] = e < batch_entries ? topk_idx[first_entry + e] : -1;
+          w[u] = e < batch_entries ? topk_weights[first_entry + e] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          const int e = e0 + u * kWarpSize + lane;
+          if (e >= batch_entries) break;
+          const int i = e / a.num_topk, k = e % a.num_topk;
+          for (uint64_t m = full_mask[i]; m != 0; m &= m - 1) {
             const int d = __ffsll(static_cast<long long>(m)) - 1;
-            const int64_t at = static_cast<int64_t>(table_slot[half][lane][d]) * a.num_topk + k0;
-#pragma unroll
-            for (int u = 0; u < kGroup; ++u) {
-              if (k0 + u >= a.num_topk) break;
-              const bool local = expert[u] >= 0 && expert[u] / a.experts_per_rank == d;
-              dst_idx[d][at + u] = local ? expert[u] % a.experts_per_rank : -1;
-              dst_weight[d][at + u] = w[u];
-            }
+            const int64_t at = static_cast<int64_t>(table_slot[half][i][d]) * a.num_topk + k;
+            const bool local = expert[u] >= 0 && expert[u] / a.experts_per_rank == d;
+            dst_idx[d][at] = local ? expert[u] % a.experts_per_rank : -1;
+            dst_weight[d][at] = w[u];
           }
         }
       }
