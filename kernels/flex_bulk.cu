@@ -5,8 +5,8 @@
 // ahead of the stores. A stage is reused as soon as its stores have READ it, not when their writes
 // land, so the bytes in flight toward a link are not bounded by shared memory, and a chunk's
 // stores do not wait for the next chunk's load: a whole SM's traffic needs no registers and one
-// issuing thread. In the dispatch the whole warp first reads the routing of each batch of 32
-// tokens and writes their top-k meta to every destination, as the register kernel does.
+// issuing thread. In the dispatch the other lanes read the routing of the block's next 32 tokens
+// and write their top-k meta to every destination, as the register kernel does.
 //
 // Ordering is that of flex.cu: lane 0 waits for every bulk store to complete and fences the async
 // proxy against the generic one, then the block counts itself done (system-scope fence first) and
@@ -20,16 +20,29 @@ namespace epo::kernels::detail {
 
 namespace {
 
-constexpr int kBulkThreads = 32;  // one warp; lane 0 drives the copies
+constexpr int kBulkThreads = 32;      // combine: one warp, lane 0 drives the copies
+constexpr int kDispatchThreads = 64;  // dispatch: the copying warp and the routing warp
 constexpr int kStages = 12;
 constexpr int kAhead = 8;  // loads in flight; kStages - kAhead stages left for stores reading
 constexpr int kMaxChunkBytes = 16384;
-constexpr int kBatch = kWarpSize;  // tokens whose routing the warp reads at once
+constexpr int kBatch = kWarpSize;  // tokens whose routing the routing warp reads at once
+// Named barriers of the dispatch's table halves (0 is __syncthreads'): full (routing warp ->
+// copying warp) and free (back), 2 + half and 4 + half.
+constexpr int kTableFull = 2;
+constexpr int kTableFree = 4;
 constexpr int kGroup = 8;  // routing entries a lane loads before using any
 constexpr size_t kMaxDynamicSmem = size_t{kStages} * kMaxChunkBytes;
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
+}
+
+// Both warps of the dispatch block, whole warps: sync waits for the other warp's arrive.
+__device__ __forceinline__ void named_barrier_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kDispatchThreads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "n"(kDispatchThreads) : "memory");
 }
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -95,12 +108,12 @@ struct Ring {
   int slot[kStages][kMaxRanks];  // dispatch: the row's slot at each destination
 };
 
-// Source `rank`, as flex_dispatch_send_kernel (flex.cu): one warp per block takes the block's
-// batches of 32 tokens (batch b, b + gridDim.x, ...): all lanes read the batch's routing into a
-// table and write its top-k meta, then lane 0 turns the rows that leave this rank into chunk tasks
-// of the ring. The loads in flight (kAhead rows) keep the link busy while the next batch's routing
-// is read.
-__global__ void __launch_bounds__(kBulkThreads)
+// Source `rank`, as flex_dispatch_send_kernel (flex.cu): two warps per block. Warp 1 reads the
+// routing of the block's batches of 32 tokens (batch b, b + gridDim.x, ...) into a double-buffered
+// table and writes their top-k meta; warp 0's lane 0 turns each batch's rows that leave this rank
+// into chunk tasks of the ring. Named barriers hand the table's halves back and forth, so the
+// routing of the next batch is read while the rows of this one move.
+__global__ void __launch_bounds__(kDispatchThreads)
     bulk_dispatch_send_kernel(SendArgs a, int chunk_bytes, int chunks_per_row,
                               const char* __restrict__ x, const int* __restrict__ topk_idx,
                               const float* __restrict__ topk_weights,
@@ -114,120 +127,140 @@ __global__ void __launch_bounds__(kBulkThreads)
   __shared__ char* dst_x[kMaxRanks];
   __shared__ int* dst_idx[kMaxRanks];
   __shared__ float* dst_weight[kMaxRanks];
-  __shared__ int table_slot[kBatch][kMaxRanks];
-  __shared__ uint64_t table_mask[kBatch];  // destinations other than this rank
-  __shared__ uint64_t full_mask[kBatch];   // every destination
-  const int lane = threadIdx.x;
+  __shared__ int table_slot[2][kBatch][kMaxRanks];
+  __shared__ uint64_t table_mask[2][kBatch];  // destinations other than this rank
+  __shared__ uint64_t full_mask[kBatch];       // the routing warp's: every destination
+  const int lane = threadIdx.x % kWarpSize;
+  const bool producer = threadIdx.x >= kWarpSize;
   const int64_t row_bytes = static_cast<int64_t>(a.vecs_per_row) * 16;
-  for (int d = lane; d < a.num_ranks; d += kBulkThreads) {
+  for (int d = threadIdx.x; d < a.num_ranks; d += kDispatchThreads) {
     const int64_t rank_base = static_cast<int64_t>(a.rank) * a.max_tokens;
     dst_x[d] = reinterpret_cast<char*>(peers[d].recv_x) + rank_base * row_bytes;
     dst_idx[d] = peers[d].recv_topk_idx + rank_base * a.num_topk;
     dst_weight[d] = peers[d].recv_topk_weights + rank_base * a.num_topk;
   }
-  if (lane == 0) {
+  if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) barrier_init(&ring.full[s]);
     barrier_init_fence();
   }
-  __syncwarp();
-  int64_t issued = 0;  // lane 0's task count
-  auto store = [&](int64_t j) {
-    const int s = static_cast<int>(j % kStages);
-    barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
-    for (uint64_t m = ring.mask[s]; m != 0; m &= m - 1) {
-      const int d = __ffsll(static_cast<long long>(m)) - 1;
-      bulk_store(dst_x[d] + ring.slot[s][d] * row_bytes + ring.offset[s],
-                 stages + static_cast<int64_t>(s) * chunk_bytes, ring.bytes[s]);
-    }
-    bulk_commit();
-  };
-  const uint64_t self_bit = uint64_t{1} << a.rank;
+  __syncthreads();
   const int num_batches = (a.num_tokens + kBatch - 1) / kBatch;
-  for (int b = blockIdx.x; b < num_batches; b += gridDim.x) {
-    // Every lane: its token's destinations. Loads of a group issued before their uses: one round
-    // trip per group of kGroup, not one per load.
-    const int t = b * kBatch + lane;
-    uint64_t mask = 0;
-    if (t < a.num_tokens) {
-      const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * a.num_ranks;
-      for (int d0 = 0; d0 < a.num_ranks; d0 += kGroup) {
-        int slot[kGroup];
+  // This block's batches: n = 0, 1, ... is batch blockIdx.x + n * gridDim.x, in table half n % 2.
+  const int my_batches =
+      num_batches > static_cast<int>(blockIdx.x)
+          ? (num_batches - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x
+          : 0;
+  if (producer) {
+    const uint64_t self_bit = uint64_t{1} << a.rank;
+    for (int n = 0; n < my_batches; ++n) {
+      const int half = n % 2;
+      if (n >= 2) named_barrier_sync(kTableFree + half);
+      const int t = (blockIdx.x + n * gridDim.x) * kBatch + lane;
+      uint64_t mask = 0;
+      if (t < a.num_tokens) {
+        // Loads of a group issued before their uses: one round trip per group of kGroup, not one
+        // per load (a load followed by its store in a plain loop waits for every load in turn).
+        const int* slots = token_slot_in_rank + static_cast<int64_t>(t) * a.num_ranks;
+        for (int d0 = 0; d0 < a.num_ranks; d0 += kGroup) {
+          int slot[kGroup];
 #pragma unroll
-        for (int u = 0; u < kGroup; ++u) slot[u] = d0 + u < a.num_ranks ? slots[d0 + u] : -1;
+          for (int u = 0; u < kGroup; ++u) slot[u] = d0 + u < a.num_ranks ? slots[d0 + u] : -1;
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {
+            if (d0 + u >= a.num_ranks) break;
+            table_slot[half][lane][d0 + u] = slot[u];
+            if (slot[u] >= 0) mask |= uint64_t{1} << (d0 + u);
+          }
+        }
+      }
+      __syncwarp();  // every lane done with the previous batch's full_mask
+      full_mask[lane] = mask;
+      __syncwarp();
+      // The batch's top-k meta, for every destination of each token (this rank included), with
+      // the warp over consecutive (token, copy) entries: a store instruction covers whole meta
+      // rows (the tokens of a batch have consecutive slots at a destination) instead of one
+      // entry of 32 rows, which over a link is 32 partial writes.
+      const int64_t first_entry = static_cast<int64_t>(blockIdx.x + n * gridDim.x) * kBatch * a.num_topk;
+      const int batch_entries =
+          min(kBatch, a.num_tokens - (blockIdx.x + n * gridDim.x) * kBatch) * a.num_topk;
+      for (int e0 = 0; e0 < batch_entries; e0 += kWarpSize * kGroup) {
+        int expert[kGroup];
+        float w[kGroup];
 #pragma unroll
         for (int u = 0; u < kGroup; ++u) {
-          if (d0 + u >= a.num_ranks) break;
-          table_slot[lane][d0 + u] = slot[u];
-          if (slot[u] >= 0) mask |= uint64_t{1} << (d0 + u);
+          const int e = e0 + u * kWarpSize + lane;
+          expert[u] = e < batch_entries ? topk_idx[first_entry + e] : -1;
+          w[u] = e < batch_entries ? topk_weights[first_entry + e] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          const int e = e0 + u * kWarpSize + lane;
+          if (e >= batch_entries) break;
+          const int i = e / a.num_topk, k = e % a.num_topk;
+          for (uint64_t m = full_mask[i]; m != 0; m &= m - 1) {
+            const int d = __ffsll(static_cast<long long>(m)) - 1;
+            const int64_t at = static_cast<int64_t>(table_slot[half][i][d]) * a.num_topk + k;
+            const bool local = expert[u] >= 0 && expert[u] / a.experts_per_rank == d;
+            dst_idx[d][at] = local ? expert[u] % a.experts_per_rank : -1;
+            dst_weight[d][at] = w[u];
+          }
         }
       }
+      table_mask[half][lane] = mask & ~self_bit;
+      named_barrier_arrive(kTableFull + half);
     }
-    full_mask[lane] = mask;
-    table_mask[lane] = mask & ~self_bit;
-    __syncwarp();
-    // The batch's top-k meta, for every destination of each token (this rank included), the warp
-    // over consecutive (token, copy) entries: a store covers whole meta rows (the tokens of a
-    // batch have consecutive slots at a destination), not one entry of 32 rows.
-    const int64_t first_entry = static_cast<int64_t>(b) * kBatch * a.num_topk;
-    const int batch_entries = min(kBatch, a.num_tokens - b * kBatch) * a.num_topk;
-    for (int e0 = 0; e0 < batch_entries; e0 += kWarpSize * kGroup) {
-      int expert[kGroup];
-      float w[kGroup];
-#pragma unroll
-      for (int u = 0; u < kGroup; ++u) {
-        const int e = e0 + u * kWarpSize + lane;
-        expert[u] = e < batch_entries ? topk_idx[first_entry + e] : -1;
-        w[u] = e < batch_entries ? topk_weights[first_entry + e] : 0.f;
+  } else {
+    int64_t issued = 0;  // lane 0's task count
+    auto store = [&](int64_t j) {
+      const int s = static_cast<int>(j % kStages);
+      barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
+      for (uint64_t m = ring.mask[s]; m != 0; m &= m - 1) {
+        const int d = __ffsll(static_cast<long long>(m)) - 1;
+        bulk_store(dst_x[d] + ring.slot[s][d] * row_bytes + ring.offset[s],
+                   stages + static_cast<int64_t>(s) * chunk_bytes, ring.bytes[s]);
       }
-#pragma unroll
-      for (int u = 0; u < kGroup; ++u) {
-        const int e = e0 + u * kWarpSize + lane;
-        if (e >= batch_entries) break;
-        const int i = e / a.num_topk, k = e % a.num_topk;
-        for (uint64_t m = full_mask[i]; m != 0; m &= m - 1) {
-          const int d = __ffsll(static_cast<long long>(m)) - 1;
-          const int64_t at = static_cast<int64_t>(table_slot[i][d]) * a.num_topk + k;
-          const bool local = expert[u] >= 0 && expert[u] / a.experts_per_rank == d;
-          dst_idx[d][at] = local ? expert[u] % a.experts_per_rank : -1;
-          dst_weight[d][at] = w[u];
+      bulk_commit();
+    };
+    for (int n = 0; n < my_batches; ++n) {
+      const int half = n % 2;
+      named_barrier_sync(kTableFull + half);
+      if (lane == 0) {
+        for (int i = 0; i < kBatch; ++i) {
+          const uint64_t peers_mask = table_mask[half][i];
+          if (peers_mask == 0) continue;
+          const char* row =
+              x + static_cast<int64_t>((blockIdx.x + n * gridDim.x) * kBatch + i) * row_bytes;
+          for (int c = 0; c < chunks_per_row; ++c) {
+            const int64_t j = issued++;
+            const int s = static_cast<int>(j % kStages);
+            if (j >= kStages) bulk_wait_stage_read();
+            const int64_t offset = static_cast<int64_t>(c) * chunk_bytes;
+            ring.offset[s] = offset;
+            ring.bytes[s] = static_cast<int>(min64(chunk_bytes, row_bytes - offset));
+            ring.mask[s] = peers_mask;
+            for (uint64_t m = peers_mask; m != 0; m &= m - 1) {
+              const int d = __ffsll(static_cast<long long>(m)) - 1;
+              ring.slot[s][d] = table_slot[half][i][d];
+            }
+            bulk_load(stages + static_cast<int64_t>(s) * chunk_bytes, row + offset, ring.bytes[s],
+                      &ring.full[s]);
+            if (j >= kAhead) store(j - kAhead);
+          }
         }
       }
+      __syncwarp();
+      if (n + 2 < my_batches) named_barrier_arrive(kTableFree + half);
     }
     if (lane == 0) {
-      // Lane 0: the chunks of the batch's rows that leave this rank.
-      for (int i = 0; i < kBatch; ++i) {
-        const uint64_t peers_mask = table_mask[i];
-        if (peers_mask == 0) continue;
-        const char* row = x + static_cast<int64_t>(b * kBatch + i) * row_bytes;
-        for (int c = 0; c < chunks_per_row; ++c) {
-          const int64_t j = issued++;
-          const int s = static_cast<int>(j % kStages);
-          if (j >= kStages) bulk_wait_stage_read();
-          const int64_t offset = static_cast<int64_t>(c) * chunk_bytes;
-          ring.offset[s] = offset;
-          ring.bytes[s] = static_cast<int>(min64(chunk_bytes, row_bytes - offset));
-          ring.mask[s] = peers_mask;
-          for (uint64_t m = peers_mask; m != 0; m &= m - 1) {
-            const int d = __ffsll(static_cast<long long>(m)) - 1;
-            ring.slot[s][d] = table_slot[i][d];
-          }
-          bulk_load(stages + static_cast<int64_t>(s) * chunk_bytes, row + offset, ring.bytes[s],
-                    &ring.full[s]);
-          if (j >= kAhead) store(j - kAhead);
-        }
-      }
+      for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
+      bulk_wait_all();
     }
-    __syncwarp();  // the table is the next batch's only after lane 0 has copied it to the ring
+    __syncwarp();
   }
-  if (lane == 0) {
-    for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
-    bulk_wait_all();
-  }
-  __syncwarp();
 #endif
   allow_dependent_launch();
   if (last_block_done(&own.done_counter[0])) {
-    for (int d = threadIdx.x; d < a.num_ranks; d += kBulkThreads) {
+    for (int d = threadIdx.x; d < a.num_ranks; d += kDispatchThreads) {
       st_volatile(&peers[d].recv_count[a.rank], num_tokens_per_rank[d]);
       __threadfence_system();
       st_release_sys(&peers[d].recv_flag[a.rank], a.seq);
@@ -324,7 +357,7 @@ void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* t
   EPO_CUDA_CHECK(cudaFuncSetAttribute(bulk_dispatch_send_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kMaxDynamicSmem)));
-  launch_chained(bulk_dispatch_send_kernel, num_sms, kBulkThreads, smem, stream, args,
+  launch_chained(bulk_dispatch_send_kernel, num_sms, kDispatchThreads, smem, stream, args,
                  chunk_bytes,
                  chunks, reinterpret_cast<const char*>(x), topk_idx, topk_weights,
                  token_slot_in_rank, num_tokens_per_rank, peers, own);
