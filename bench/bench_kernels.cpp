@@ -73,9 +73,10 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--two-gpu-only")) two_gpu_only = true;
     if (!std::strcmp(argv[i], "--no-gate")) no_gate = true;
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-      std::printf("usage: %s [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only] "
-                  "[--no-gate]\n",
-                  argv[0]);
+      std::printf(
+          "usage: %s [--json FILE] [-n iters] [-w warmup] [--quick] [--two-gpu-only] "
+          "[--no-gate]\n",
+          argv[0]);
       return 0;
     }
   }
@@ -88,12 +89,12 @@ int main(int argc, char** argv) {
     add_context(report);
     report.context("iterations", std::to_string(timing.iters) + " (median), warm-up " +
                                      std::to_string(timing.warmup));
-    report.context("timing",
-                   timing.gated ? "device time: the stream is held by a spinning kernel while a "
-                                  "sample's events and kernels are enqueued, then released (GEMM "
-                                  "rows: from the host's launch)"
-                                : "from the host's launch (--no-gate): the host's enqueue time "
-                                  "is in every sample");
+    report.context("timing", timing.gated
+                                 ? "device time: the stream is held by a spinning kernel while a "
+                                   "sample's events and kernels are enqueued, then released (GEMM "
+                                   "rows: from the host's launch)"
+                                 : "from the host's launch (--no-gate): the host's enqueue time "
+                                   "is in every sample");
     const std::vector<int> token_counts =
         quick ? std::vector<int>{4096} : std::vector<int>{4096, 16384};
     const std::vector<int> sm_sweep = {4, 8, 16, 24, 32};

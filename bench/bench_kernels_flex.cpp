@@ -268,8 +268,8 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
       ek::check_flex_error(w.error);
       add_row(report, {"flex_dispatch", shape.model, param + name, tokens, t_dv,
                        dispatch_bytes / kMB, -1, bound_d});
-      add_row(report, {"flex_combine", shape.model, param + name, tokens, t_cv,
-                       combine_bytes / kMB, -1, bound_c});
+      add_row(report, {"flex_combine", shape.model, param + name, tokens, t_cv, combine_bytes / kMB,
+                       -1, bound_c});
     }
   }
   report.context("flex_serial " + shape.model + " " + std::to_string(tokens),

@@ -60,8 +60,9 @@ double median_time_us(const std::function<void()>& fn, cudaStream_t stream, cons
       // The gate lets go by itself after a few seconds: an fn that waited that long on the held
       // stream would have measured nothing.
       if (std::chrono::steady_clock::now() - enqueue_start > std::chrono::seconds(1))
-        throw std::runtime_error("median_time_us: the timed work waits on its own stream; time it "
-                                 "with timing.gated = false");
+        throw std::runtime_error(
+            "median_time_us: the timed work waits on its own stream; time it "
+            "with timing.gated = false");
     }
     cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     cuda_check(cudaEventElapsedTime(&m, start, stop), "cudaEventElapsedTime");

@@ -663,10 +663,10 @@ void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_token
   check_sms(kFn, num_sms);
   // Default on few SMs (a link's share, not the whole GPU): the bulk copies, which hold the link's
   // rate with fewer SMs (H200 pair over NVLink, 8 SMs: 356 against 347 GB/s per direction).
-  const int threads = threads_per_block == 0 && num_sms <= kBulkDefaultMaxSms &&
-                                  detail::bulk_copies_supported()
-                          ? kFlexSendBulk
-                          : send_threads(kFn, threads_per_block);
+  const int threads =
+      threads_per_block == 0 && num_sms <= kBulkDefaultMaxSms && detail::bulk_copies_supported()
+          ? kFlexSendBulk
+          : send_threads(kFn, threads_per_block);
   detail::require_pointer(peers, kFn, "peers");
   const SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, 1, 1, max_tokens_per_rank, seq};
   if (threads == kFlexSendBulk) {

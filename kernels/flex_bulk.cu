@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kDispatchThreads)
   __shared__ float* dst_weight[kMaxRanks];
   __shared__ int table_slot[2][kBatch][kMaxRanks];
   __shared__ uint64_t table_mask[2][kBatch];  // destinations other than this rank
-  __shared__ uint64_t full_mask[kBatch];       // the routing warp's: every destination
+  __shared__ uint64_t full_mask[kBatch];      // the routing warp's: every destination
   const int lane = threadIdx.x % kWarpSize;
   const bool producer = threadIdx.x >= kWarpSize;
   const int64_t row_bytes = static_cast<int64_t>(a.vecs_per_row) * 16;
@@ -180,7 +180,8 @@ __global__ void __launch_bounds__(kDispatchThreads)
       // the warp over consecutive (token, copy) entries: a store instruction covers whole meta
       // rows (the tokens of a batch have consecutive slots at a destination) instead of one
       // entry of 32 rows, which over a link is 32 partial writes.
-      const int64_t first_entry = static_cast<int64_t>(blockIdx.x + n * gridDim.x) * kBatch * a.num_topk;
+      const int64_t first_entry =
+          static_cast<int64_t>(blockIdx.x + n * gridDim.x) * kBatch * a.num_topk;
       const int batch_entries =
           min(kBatch, a.num_tokens - (blockIdx.x + n * gridDim.x) * kBatch) * a.num_topk;
       for (int e0 = 0; e0 < batch_entries; e0 += kWarpSize * kGroup) {
@@ -289,8 +290,7 @@ __global__ void __launch_bounds__(kBulkThreads)
       const int s = static_cast<int>(j % kStages);
       barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
       const int d = ring.dest[s];
-      bulk_store(reinterpret_cast<char*>(peers[d].combine_x) + a.rank * run_stride +
-                     ring.offset[s],
+      bulk_store(reinterpret_cast<char*>(peers[d].combine_x) + a.rank * run_stride + ring.offset[s],
                  stages + static_cast<int64_t>(s) * kMaxChunkBytes, ring.bytes[s]);
       bulk_commit();
     };
@@ -301,7 +301,8 @@ __global__ void __launch_bounds__(kBulkThreads)
       const int64_t tiles = (run_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes;
       // Tile k of run d is block (k + d) % gridDim.x's: the same split whatever order a block
       // takes the runs in, and the runs' first tiles on different blocks.
-      const int64_t first = (static_cast<int64_t>(blockIdx.x) + gridDim.x - d % gridDim.x) % gridDim.x;
+      const int64_t first =
+          (static_cast<int64_t>(blockIdx.x) + gridDim.x - d % gridDim.x) % gridDim.x;
       for (int64_t k = first; k < tiles; k += gridDim.x) {
         const int64_t j = issued++;
         const int s = static_cast<int>(j % kStages);
@@ -358,8 +359,7 @@ void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* t
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kMaxDynamicSmem)));
   launch_chained(bulk_dispatch_send_kernel, num_sms, kDispatchThreads, smem, stream, args,
-                 chunk_bytes,
-                 chunks, reinterpret_cast<const char*>(x), topk_idx, topk_weights,
+                 chunk_bytes, chunks, reinterpret_cast<const char*>(x), topk_idx, topk_weights,
                  token_slot_in_rank, num_tokens_per_rank, peers, own);
 }
 

@@ -44,7 +44,7 @@ inline void run_flex_case(const FlexCase& c, uint32_t seed) {
   const int T = c.num_tokens, H = c.hidden, K = c.num_topk, E = c.num_experts;
   const int epr = E / num_ranks;
   INFO("ranks " << num_ranks << " tokens " << T << " hidden " << H << " experts " << E
-                 << " send threads " << c.send_threads);
+                << " send threads " << c.send_threads);
   const FlexBufferBytes bytes = flex_buffer_bytes(num_ranks, T, H, K);
 
   std::vector<FlexRank> ranks(num_ranks);

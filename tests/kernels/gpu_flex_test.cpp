@@ -36,8 +36,8 @@ TEST_CASE("flex bulk-copy sends match the reference pipeline", "[kernels][gpu]")
   // batches.
   const int cases[][2] = {{1792, 8}, {7168, 2}, {10240, 4}};  // {hidden, ranks}
   for (const auto& hidden_ranks : cases) {
-    test::FlexCase c{300, hidden_ranks[0], 8, 64, std::vector<int>(hidden_ranks[1], 0), {1, 3, 40},
-                     kFlexSendBulk};
+    test::FlexCase c{300,        hidden_ranks[0], 8, 64, std::vector<int>(hidden_ranks[1], 0),
+                     {1, 3, 40}, kFlexSendBulk};
     test::run_flex_case(c, seed);
     seed += 100;
   }
