@@ -11,8 +11,6 @@
 // Ordering is that of flex.cu: lane 0 waits for every bulk store to complete and fences the async
 // proxy against the generic one, then the block counts itself done (system-scope fence first) and
 // the last block releases the flags.
-#include <algorithm>
-
 #include "kernels/device_utils.cuh"
 #include "kernels/flex_internal.hpp"
 
