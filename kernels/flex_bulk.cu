@@ -93,6 +93,15 @@ __device__ __forceinline__ void bulk_wait_all() {
 }
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Stores the last kAhead of `issued` tasks (store(j) as in the kernels) and waits for every store.
+template <class Store>
+__device__ __forceinline__ void drain(int64_t issued, Store&& store) {
+  for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
+  bulk_wait_all();
+}
+#endif
+
 // Lane 0's pipeline: task j (a chunk of `bytes` at src) goes into stage j % kStages; the chunk of
 // task j - kAhead is stored when task j has been issued. Stage reuse: when task j is issued the
 // groups committed after task j - kStages's are those of tasks j - kStages + 1 .. j - 1 - kAhead,
@@ -250,10 +259,7 @@ __global__ void __launch_bounds__(kDispatchThreads)
       __syncwarp();
       if (n + 2 < my_batches) named_barrier_arrive(kTableFree + half);
     }
-    if (lane == 0) {
-      for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
-      bulk_wait_all();
-    }
+    if (lane == 0) drain(issued, store);
     __syncwarp();
   }
 #endif
@@ -314,8 +320,7 @@ __global__ void __launch_bounds__(kBulkThreads)
         if (j >= kAhead) store(j - kAhead);
       }
     }
-    for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
-    bulk_wait_all();
+    drain(issued, store);
   }
   __syncwarp();
 #endif
