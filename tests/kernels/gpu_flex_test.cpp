@@ -44,6 +44,16 @@ TEST_CASE("flex bulk-copy sends match the reference pipeline", "[kernels][gpu]")
   // Tiny rows (32 bytes) and every rank a destination of most tokens.
   test::FlexCase c{70, 16, 4, 8, {0, 0, 0, 0}, {2, 1}, kFlexSendBulk};
   test::run_flex_case(c, 9);
+  // A block size that is neither a register kernel's nor kFlexSendBulk is named.
+  const FlexBufferBytes bytes = flex_buffer_bytes(2, 4, 64, 2);
+  DeviceBuffer<char> storage(bytes.total());
+  const FlexBuffers own = flex_buffers_from(storage.get(), 2, 4, 64, 2);
+  try {
+    launch_flex_combine_send(0, 2, 64, 4, nullptr, own, 1, 4, nullptr, 256);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("threads_per_block") != std::string::npos);
+  }
 }
 
 TEST_CASE("flex wait times out with rank, source and what it waited for", "[kernels][gpu]") {
