@@ -11,6 +11,8 @@
 // Ordering is that of flex.cu: lane 0 waits for every bulk store to complete and fences the async
 // proxy against the generic one, then the block counts itself done (system-scope fence first) and
 // the last block releases the flags.
+#include <atomic>
+
 #include "kernels/device_utils.cuh"
 #include "kernels/flex_internal.hpp"
 
@@ -342,10 +344,26 @@ void require_bulk_copies(const char* fn) {
 }  // namespace
 
 bool bulk_copies_supported() {
-  int device = 0, major = 0;
+  // Per device (bit d of the masks), once: the capability and, where supported, both kernels'
+  // shared-memory limit, so a launch (a combine per micro-batch and layer) pays neither query.
+  static std::atomic<uint64_t> checked{0}, supported{0};
+  int device = 0;
   EPO_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (checked.load(std::memory_order_acquire) & bit) != 0)
+    return (supported.load(std::memory_order_relaxed) & bit) != 0;
+  int major = 0;
   EPO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
+  const bool ok = major >= 9;
+  if (ok) {
+    for (const void* kernel : {reinterpret_cast<const void*>(bulk_dispatch_send_kernel),
+                               reinterpret_cast<const void*>(bulk_combine_send_kernel)})
+      EPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kMaxDynamicSmem)));
+    supported.fetch_or(bit, std::memory_order_relaxed);
+  }
+  checked.fetch_or(bit, std::memory_order_release);
+  return ok;
 }
 
 void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* topk_idx,
@@ -358,9 +376,6 @@ void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* t
   const int chunks = static_cast<int>((row_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes);
   const int chunk_bytes = static_cast<int>((row_bytes / 16 + chunks - 1) / chunks * 16);
   const size_t smem = size_t{kStages} * chunk_bytes;
-  EPO_CUDA_CHECK(cudaFuncSetAttribute(bulk_dispatch_send_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kMaxDynamicSmem)));
   launch_chained(bulk_dispatch_send_kernel, num_sms, kDispatchThreads, smem, stream, args,
                  chunk_bytes, chunks, reinterpret_cast<const char*>(x), topk_idx, topk_weights,
                  token_slot_in_rank, num_tokens_per_rank, peers, own);
@@ -369,9 +384,6 @@ void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* t
 void launch_bulk_combine_send(const SendArgs& args, const FlexBuffers* peers,
                               const FlexBuffers& own, int num_sms, cudaStream_t stream) {
   require_bulk_copies("launch_flex_combine_send");
-  EPO_CUDA_CHECK(cudaFuncSetAttribute(bulk_combine_send_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kMaxDynamicSmem)));
   launch_chained(bulk_combine_send_kernel, num_sms, kBulkThreads, kMaxDynamicSmem, stream, args,
                  peers, own);
 }

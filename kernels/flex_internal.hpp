@@ -41,7 +41,8 @@ void launch_chained(void (*kernel)(Params...), int grid, int threads, size_t sme
   EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
-/// Whether the current device runs the bulk-copy kernels (compute capability 9.0+).
+/// Whether the current device runs the bulk-copy kernels (compute capability 9.0+); the first call
+/// on a device also sets their shared-memory limit there.
 bool bulk_copies_supported();
 
 /// The dispatch send of launch_flex_dispatch_send on `num_sms` blocks of one warp each, rows moved
