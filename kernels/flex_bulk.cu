@@ -95,27 +95,79 @@ __device__ __forceinline__ void bulk_wait_all() {
 }
 #endif
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Stores the last kAhead of `issued` tasks (store(j) as in the kernels) and waits for every store.
-template <class Store>
-__device__ __forceinline__ void drain(int64_t issued, Store&& store) {
-  for (int64_t j = issued > kAhead ? issued - kAhead : 0; j < issued; ++j) store(j);
-  bulk_wait_all();
-}
-#endif
-
 // Lane 0's pipeline: task j (a chunk of `bytes` at src) goes into stage j % kStages; the chunk of
 // task j - kAhead is stored when task j has been issued. Stage reuse: when task j is issued the
 // groups committed after task j - kStages's are those of tasks j - kStages + 1 .. j - 1 - kAhead,
 // kStages - 1 - kAhead of them, so bulk_wait_stage_read() frees its stage.
+//
+// What a pending store needs (destination, size) waits in lane 0's registers, not in shared
+// memory: behind the SM's bulk copies every shared-memory access of the issuing thread is a slow
+// round trip, and with the bookkeeping of each chunk in shared memory the dispatch moved 58 % of
+// the link's rate per SM (99 % with it in registers; two H200s, 2 SMs). Only the further
+// destinations of a dispatch row that goes to more than one peer are kept per stage.
 struct Ring {
   uint64_t full[kStages];
-  int64_t offset[kStages];  // byte offset of the chunk in its row (dispatch) or run (combine)
-  int bytes[kStages];
-  uint64_t mask[kStages];        // dispatch: destinations
-  int dest[kStages];             // combine: the destination
-  int slot[kStages][kMaxRanks];  // dispatch: the row's slot at each destination
+  char* extra[kStages][kMaxRanks - 1];  // dispatch: the chunk's destinations after the first
 };
+
+// The pending stores of the last kAhead tasks, oldest first (constant indices once unrolled).
+struct StoreQueue {
+  char* dst[kAhead];
+  int bytes[kAhead];
+  int extra[kAhead];  // further destinations in Ring::extra of the task's stage
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int q = 0; q < kAhead; ++q) {
+      dst[q] = nullptr;
+      bytes[q] = extra[q] = 0;
+    }
+  }
+  // Drops the oldest task and appends one.
+  __device__ __forceinline__ void push(char* d, int b, int e) {
+#pragma unroll
+    for (int q = 0; q + 1 < kAhead; ++q) {
+      dst[q] = dst[q + 1];
+      bytes[q] = bytes[q + 1];
+      extra[q] = extra[q + 1];
+    }
+    dst[kAhead - 1] = d;
+    bytes[kAhead - 1] = b;
+    extra[kAhead - 1] = e;
+  }
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Stores the oldest queued task, task j, once its chunk has landed in its stage.
+__device__ __forceinline__ void store_oldest(int64_t j, const StoreQueue& queue, Ring& ring,
+                                             const char* stages, int stage_bytes) {
+  const int s = static_cast<int>(j % kStages);
+  barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
+  const char* chunk = stages + static_cast<int64_t>(s) * stage_bytes;
+  bulk_store(queue.dst[0], chunk, queue.bytes[0]);
+  for (int e = 0; e < queue.extra[0]; ++e) bulk_store(ring.extra[s][e], chunk, queue.bytes[0]);
+  bulk_commit();
+}
+
+// Task j = issued - 1 enters the queue (its load is issued); the task kAhead before it is stored.
+__device__ __forceinline__ void advance(int64_t& issued, StoreQueue& queue, Ring& ring,
+                                        const char* stages, int stage_bytes, char* dst, int bytes,
+                                        int extra) {
+  const int64_t j = issued - 1;
+  if (j >= kAhead) store_oldest(j - kAhead, queue, ring, stages, stage_bytes);
+  queue.push(dst, bytes, extra);
+}
+
+// Stores the last kAhead of `issued` tasks and waits for every store.
+__device__ __forceinline__ void drain(int64_t issued, StoreQueue& queue, Ring& ring,
+                                      const char* stages, int stage_bytes) {
+  for (int q = 0; q < kAhead; ++q) {
+    const int64_t j = issued - kAhead + q;
+    if (j >= 0) store_oldest(j, queue, ring, stages, stage_bytes);
+    queue.push(nullptr, 0, 0);
+  }
+  bulk_wait_all();
+}
+#endif
 
 // Source `rank`, as flex_dispatch_send_kernel (flex.cu): two warps per block. Warp 1 reads the
 // routing of the block's batches of 32 tokens (batch b, b + gridDim.x, ...) into a double-buffered
@@ -221,16 +273,10 @@ __global__ void __launch_bounds__(kDispatchThreads)
     }
   } else {
     int64_t issued = 0;  // lane 0's task count
-    auto store = [&](int64_t j) {
-      const int s = static_cast<int>(j % kStages);
-      barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
-      for (uint64_t m = ring.mask[s]; m != 0; m &= m - 1) {
-        const int d = __ffsll(static_cast<long long>(m)) - 1;
-        bulk_store(dst_x[d] + ring.slot[s][d] * row_bytes + ring.offset[s],
-                   stages + static_cast<int64_t>(s) * chunk_bytes, ring.bytes[s]);
-      }
-      bulk_commit();
-    };
+    StoreQueue queue;
+    queue.clear();
+    int first_dest = -1;  // the last row's first destination and its base, in registers
+    char* first_base = nullptr;
     for (int n = 0; n < my_batches; ++n) {
       const int half = n % 2;
       named_barrier_sync(kTableFull + half);
@@ -240,28 +286,34 @@ __global__ void __launch_bounds__(kDispatchThreads)
           if (peers_mask == 0) continue;
           const char* row =
               x + static_cast<int64_t>((blockIdx.x + n * gridDim.x) * kBatch + i) * row_bytes;
+          const int d0 = __ffsll(static_cast<long long>(peers_mask)) - 1;
+          if (d0 != first_dest) {
+            first_dest = d0;
+            first_base = dst_x[d0];
+          }
+          char* row_dst = first_base + table_slot[half][i][d0] * row_bytes;
+          const uint64_t rest = peers_mask & (peers_mask - 1);
           for (int c = 0; c < chunks_per_row; ++c) {
             const int64_t j = issued++;
             const int s = static_cast<int>(j % kStages);
             if (j >= kStages) bulk_wait_stage_read();
             const int64_t offset = static_cast<int64_t>(c) * chunk_bytes;
-            ring.offset[s] = offset;
-            ring.bytes[s] = static_cast<int>(min64(chunk_bytes, row_bytes - offset));
-            ring.mask[s] = peers_mask;
-            for (uint64_t m = peers_mask; m != 0; m &= m - 1) {
+            const int bytes = static_cast<int>(min64(chunk_bytes, row_bytes - offset));
+            int extra = 0;
+            for (uint64_t m = rest; m != 0; m &= m - 1) {
               const int d = __ffsll(static_cast<long long>(m)) - 1;
-              ring.slot[s][d] = table_slot[half][i][d];
+              ring.extra[s][extra++] = dst_x[d] + table_slot[half][i][d] * row_bytes + offset;
             }
-            bulk_load(stages + static_cast<int64_t>(s) * chunk_bytes, row + offset, ring.bytes[s],
+            bulk_load(stages + static_cast<int64_t>(s) * chunk_bytes, row + offset, bytes,
                       &ring.full[s]);
-            if (j >= kAhead) store(j - kAhead);
+            advance(issued, queue, ring, stages, chunk_bytes, row_dst + offset, bytes, extra);
           }
         }
       }
       __syncwarp();
       if (n + 2 < my_batches) named_barrier_arrive(kTableFree + half);
     }
-    if (lane == 0) drain(issued, store);
+    if (lane == 0) drain(issued, queue, ring, stages, chunk_bytes);
     __syncwarp();
   }
 #endif
@@ -292,19 +344,14 @@ __global__ void __launch_bounds__(kBulkThreads)
     const int64_t run_stride = static_cast<int64_t>(a.max_tokens) * row_bytes;
     const char* src = reinterpret_cast<const char*>(own.recv_x);
     int64_t issued = 0;
-    auto store = [&](int64_t j) {
-      const int s = static_cast<int>(j % kStages);
-      barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
-      const int d = ring.dest[s];
-      bulk_store(reinterpret_cast<char*>(peers[d].combine_x) + a.rank * run_stride + ring.offset[s],
-                 stages + static_cast<int64_t>(s) * kMaxChunkBytes, ring.bytes[s]);
-      bulk_commit();
-    };
+    StoreQueue queue;
+    queue.clear();
     for (int i = 0; i < a.num_ranks; ++i) {
       const int d = (static_cast<int>(blockIdx.x) + i) % a.num_ranks;
       const int count = d == a.rank ? 0 : *reinterpret_cast<volatile int*>(&own.recv_count[d]);
       const int64_t run_bytes = count * row_bytes;
       const int64_t tiles = (run_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes;
+      char* dst = reinterpret_cast<char*>(peers[d].combine_x) + a.rank * run_stride;
       // Tile k of run d is block (k + d) % gridDim.x's: the same split whatever order a block
       // takes the runs in, and the runs' first tiles on different blocks.
       const int64_t first =
@@ -314,15 +361,13 @@ __global__ void __launch_bounds__(kBulkThreads)
         const int s = static_cast<int>(j % kStages);
         if (j >= kStages) bulk_wait_stage_read();
         const int64_t offset = k * kMaxChunkBytes;
-        ring.offset[s] = offset;
-        ring.bytes[s] = static_cast<int>(min64(kMaxChunkBytes, run_bytes - offset));
-        ring.dest[s] = d;
+        const int bytes = static_cast<int>(min64(kMaxChunkBytes, run_bytes - offset));
         bulk_load(stages + static_cast<int64_t>(s) * kMaxChunkBytes, src + d * run_stride + offset,
-                  ring.bytes[s], &ring.full[s]);
-        if (j >= kAhead) store(j - kAhead);
+                  bytes, &ring.full[s]);
+        advance(issued, queue, ring, stages, kMaxChunkBytes, dst + offset, bytes, 0);
       }
     }
-    drain(issued, store);
+    drain(issued, queue, ring, stages, kMaxChunkBytes);
   }
   __syncwarp();
 #endif
