@@ -189,7 +189,11 @@ __global__ void __launch_bounds__(kDispatchThreads)
   __shared__ int* dst_idx[kMaxRanks];
   __shared__ float* dst_weight[kMaxRanks];
   __shared__ int table_slot[2][kBatch][kMaxRanks];
-  __shared__ uint64_t table_mask[2][kBatch];  // destinations other than this rank
+  // Per table row: the row's first destination address (null: it stays on this rank) and its
+  // further destinations, filled by the routing warp, so the copying thread's reads of a row's
+  // entry do not depend on each other and the next row's are in flight during this one's copies.
+  __shared__ char* table_first[2][kBatch];
+  __shared__ uint64_t table_rest[2][kBatch];
   __shared__ uint64_t full_mask[kBatch];      // the routing warp's: every destination
   const int lane = threadIdx.x % kWarpSize;
   const bool producer = threadIdx.x >= kWarpSize;
@@ -268,31 +272,36 @@ __global__ void __launch_bounds__(kDispatchThreads)
           }
         }
       }
-      table_mask[half][lane] = mask & ~self_bit;
+      const uint64_t peers_mask = mask & ~self_bit;
+      char* first = nullptr;
+      if (peers_mask != 0) {
+        const int d0 = __ffsll(static_cast<long long>(peers_mask)) - 1;
+        first = dst_x[d0] + table_slot[half][lane][d0] * row_bytes;
+      }
+      table_first[half][lane] = first;
+      table_rest[half][lane] = peers_mask & (peers_mask - 1);
       named_barrier_arrive(kTableFull + half);
     }
   } else {
     int64_t issued = 0;  // lane 0's task count
     StoreQueue queue;
     queue.clear();
-    int first_dest = -1;  // the last row's first destination and its base, in registers
-    char* first_base = nullptr;
     for (int n = 0; n < my_batches; ++n) {
       const int half = n % 2;
       named_barrier_sync(kTableFull + half);
       if (lane == 0) {
+        char* next_first = table_first[half][0];
+        uint64_t next_rest = table_rest[half][0];
         for (int i = 0; i < kBatch; ++i) {
-          const uint64_t peers_mask = table_mask[half][i];
-          if (peers_mask == 0) continue;
+          char* const row_dst = next_first;
+          const uint64_t rest = next_rest;
+          if (i + 1 < kBatch) {
+            next_first = table_first[half][i + 1];
+            next_rest = table_rest[half][i + 1];
+          }
+          if (row_dst == nullptr) continue;
           const char* row =
               x + static_cast<int64_t>((blockIdx.x + n * gridDim.x) * kBatch + i) * row_bytes;
-          const int d0 = __ffsll(static_cast<long long>(peers_mask)) - 1;
-          if (d0 != first_dest) {
-            first_dest = d0;
-            first_base = dst_x[d0];
-          }
-          char* row_dst = first_base + table_slot[half][i][d0] * row_bytes;
-          const uint64_t rest = peers_mask & (peers_mask - 1);
           for (int c = 0; c < chunks_per_row; ++c) {
             const int64_t j = issued++;
             const int s = static_cast<int>(j % kStages);
