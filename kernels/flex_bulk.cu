@@ -1,12 +1,12 @@
 // Flex send kernels that move rows with bulk copies (cp.async.bulk, executed by the SM's tensor
-// memory accelerator) instead of through registers. One warp per block: lane 0 loads row chunks
-// from local memory into a ring of kStages shared-memory stages and, once a chunk has landed,
-// stores it to each destination (a peer GPU or a rank on the same GPU), kAhead loads in flight
-// ahead of the stores. A stage is reused as soon as its stores have READ it, not when their writes
-// land, so the bytes in flight toward a link are not bounded by shared memory, and a chunk's
-// stores do not wait for the next chunk's load: a whole SM's traffic needs no registers and one
-// issuing thread. In the dispatch the other lanes read the routing of the block's next 32 tokens
-// and write their top-k meta to every destination, as the register kernel does.
+// memory accelerator) instead of through registers. Per block, one thread (lane 0 of warp 0) loads
+// row chunks from local memory into a ring of kStages shared-memory stages and, once a chunk has
+// landed, stores it to each destination (a peer GPU or a rank on the same GPU), kAhead loads in
+// flight ahead of the stores. A stage is reused as soon as its stores have READ it, not when their
+// writes land, so the bytes in flight toward a link are not bounded by shared memory, and a chunk's
+// stores do not wait for the next chunk's load: a whole SM's traffic needs one issuing thread. In
+// the dispatch a second warp reads the routing of the block's next batch of 32 tokens and writes
+// their top-k meta to every destination, as the register kernel does.
 //
 // Ordering is that of flex.cu: lane 0 waits for every bulk store to complete and fences the async
 // proxy against the generic one, then the block counts itself done (system-scope fence first) and
