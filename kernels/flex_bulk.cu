@@ -103,70 +103,107 @@ __device__ __forceinline__ void bulk_wait_all() {
 // What a pending store needs (destination, size) waits in lane 0's registers, not in shared
 // memory: behind the SM's bulk copies every shared-memory access of the issuing thread is a slow
 // round trip, and with the bookkeeping of each chunk in shared memory the dispatch moved 58 % of
-// the link's rate per SM (two H200s, 2 SMs; 93 % with the queue below and the dispatch's flat
-// loop, 99 % in a one-peer probe). Only the further destinations of a dispatch row that goes to
-// more than one peer are kept per stage.
+// the link's rate per SM (two H200s, 2 SMs; 93 % with a register queue and the dispatch's flat
+// loop, 99 % in a one-peer probe). That thread issues every instruction of the SM's traffic, so
+// its per-task work is kept short too: 32-bit stage counters (no 64-bit division per task) and, in
+// the dispatch, one register per pending store. Only the further destinations of a dispatch row
+// that goes to more than one peer are kept per stage.
 struct Ring {
   uint64_t full[kStages];
-  char* extra[kStages][kMaxRanks - 1];  // dispatch: the chunk's destinations after the first
+  char* extra[kStages][kMaxRanks];  // dispatch: the chunk's destinations after the first, then 0
 };
 
-// The pending stores of the last kAhead tasks, oldest first (constant indices once unrolled).
-struct StoreQueue {
+// Lane 0's place in the ring: tasks issued, the stage of the next load, and the stage and phase
+// of the next store.
+struct RingCursor {
+  int issued;
+  int load_stage;
+  int store_stage;
+  unsigned store_parity;
+  __device__ __forceinline__ void clear() { issued = load_stage = store_stage = store_parity = 0; }
+};
+
+// The combine's pending stores, oldest first (constant indices once unrolled): destination, size.
+struct SizedQueue {
   char* dst[kAhead];
   int bytes[kAhead];
-  int extra[kAhead];  // further destinations in Ring::extra of the task's stage
   __device__ __forceinline__ void clear() {
 #pragma unroll
     for (int q = 0; q < kAhead; ++q) {
       dst[q] = nullptr;
-      bytes[q] = extra[q] = 0;
+      bytes[q] = 0;
     }
   }
   // Drops the oldest task and appends one.
-  __device__ __forceinline__ void push(char* d, int b, int e) {
+  __device__ __forceinline__ void push(char* d, int b) {
 #pragma unroll
     for (int q = 0; q + 1 < kAhead; ++q) {
       dst[q] = dst[q + 1];
       bytes[q] = bytes[q + 1];
-      extra[q] = extra[q + 1];
     }
     dst[kAhead - 1] = d;
     bytes[kAhead - 1] = b;
-    extra[kAhead - 1] = e;
+  }
+};
+
+// The dispatch's pending stores, oldest first: the destination address (16-byte aligned) with
+// kHasExtra (further destinations in Ring::extra of the task's stage) and kTail (the row's last
+// chunk, whose size may differ) in its low bits.
+struct TaggedQueue {
+  static constexpr uintptr_t kHasExtra = 1, kTail = 2, kTags = 3;
+  uintptr_t dst[kAhead];
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int q = 0; q < kAhead; ++q) dst[q] = 0;
+  }
+  __device__ __forceinline__ void push(uintptr_t d) {
+#pragma unroll
+    for (int q = 0; q + 1 < kAhead; ++q) dst[q] = dst[q + 1];
+    dst[kAhead - 1] = d;
   }
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Stores the oldest queued task, task j, once its chunk has landed in its stage.
-__device__ __forceinline__ void store_oldest(int64_t j, const StoreQueue& queue, Ring& ring,
-                                             const char* stages, int stage_bytes) {
-  const int s = static_cast<int>(j % kStages);
-  barrier_wait(&ring.full[s], static_cast<unsigned>(j / kStages) & 1u);
-  const char* chunk = stages + static_cast<int64_t>(s) * stage_bytes;
-  bulk_store(queue.dst[0], chunk, queue.bytes[0]);
-  for (int e = 0; e < queue.extra[0]; ++e) bulk_store(ring.extra[s][e], chunk, queue.bytes[0]);
+// The stage of the next task's load, once the stores of the task that used it last have read it.
+__device__ __forceinline__ int claim_stage(RingCursor& cursor) {
+  if (cursor.issued >= kStages) bulk_wait_stage_read();
+  const int s = cursor.load_stage;
+  cursor.load_stage = s + 1 == kStages ? 0 : s + 1;
+  ++cursor.issued;
+  return s;
+}
+
+// The stage of the oldest pending task, once its chunk has landed.
+__device__ __forceinline__ int landed_stage(RingCursor& cursor, Ring& ring) {
+  const int s = cursor.store_stage;
+  barrier_wait(&ring.full[s], cursor.store_parity);
+  if (++cursor.store_stage == kStages) {
+    cursor.store_stage = 0;
+    cursor.store_parity ^= 1u;
+  }
+  return s;
+}
+
+// Stores the combine's oldest pending task.
+__device__ __forceinline__ void store_oldest(RingCursor& cursor, const SizedQueue& queue,
+                                             Ring& ring, const char* stages) {
+  const int s = landed_stage(cursor, ring);
+  bulk_store(queue.dst[0], stages + s * kMaxChunkBytes, queue.bytes[0]);
   bulk_commit();
 }
 
-// Task j = issued - 1 enters the queue (its load is issued); the task kAhead before it is stored.
-__device__ __forceinline__ void advance(int64_t& issued, StoreQueue& queue, Ring& ring,
-                                        const char* stages, int stage_bytes, char* dst, int bytes,
-                                        int extra) {
-  const int64_t j = issued - 1;
-  if (j >= kAhead) store_oldest(j - kAhead, queue, ring, stages, stage_bytes);
-  queue.push(dst, bytes, extra);
-}
-
-// Stores the last kAhead of `issued` tasks and waits for every store.
-__device__ __forceinline__ void drain(int64_t issued, StoreQueue& queue, Ring& ring,
-                                      const char* stages, int stage_bytes) {
-  for (int q = 0; q < kAhead; ++q) {
-    const int64_t j = issued - kAhead + q;
-    if (j >= 0) store_oldest(j, queue, ring, stages, stage_bytes);
-    queue.push(nullptr, 0, 0);
-  }
-  bulk_wait_all();
+// Stores the dispatch's oldest pending task: chunk_bytes, or tail_bytes for a row's last chunk.
+__device__ __forceinline__ void store_oldest(RingCursor& cursor, const TaggedQueue& queue,
+                                             Ring& ring, const char* stages, int chunk_bytes,
+                                             int tail_bytes) {
+  const int s = landed_stage(cursor, ring);
+  const char* chunk = stages + s * chunk_bytes;
+  const uintptr_t tagged = queue.dst[0];
+  const int bytes = (tagged & TaggedQueue::kTail) != 0 ? tail_bytes : chunk_bytes;
+  bulk_store(reinterpret_cast<char*>(tagged & ~TaggedQueue::kTags), chunk, bytes);
+  if ((tagged & TaggedQueue::kHasExtra) != 0)
+    for (char* const* e = ring.extra[s]; *e != nullptr; ++e) bulk_store(*e, chunk, bytes);
+  bulk_commit();
 }
 #endif
 
@@ -176,7 +213,7 @@ __device__ __forceinline__ void drain(int64_t issued, StoreQueue& queue, Ring& r
 // into chunk tasks of the ring. Named barriers hand the table's halves back and forth, so the
 // routing of the next batch is read while the rows of this one move.
 __global__ void __launch_bounds__(kDispatchThreads)
-    bulk_dispatch_send_kernel(SendArgs a, int chunk_bytes, int chunks_per_row,
+    bulk_dispatch_send_kernel(SendArgs a, int chunk_bytes, int tail_bytes, int chunks_per_row,
                               const char* __restrict__ x, const int* __restrict__ topk_idx,
                               const float* __restrict__ topk_weights,
                               const int* __restrict__ token_slot_in_rank,
@@ -240,6 +277,19 @@ __global__ void __launch_bounds__(kDispatchThreads)
           }
         }
       }
+      // The batch's rows go to the copying warp first (its rows need only the slots), its meta
+      // after: the copies of a block's first batch do not wait for the meta's round trips.
+      const uint64_t peers_mask = mask & ~self_bit;
+      const uint64_t rest = peers_mask & (peers_mask - 1);
+      uintptr_t first = 0;
+      if (peers_mask != 0) {
+        const int d0 = __ffsll(static_cast<long long>(peers_mask)) - 1;
+        first = reinterpret_cast<uintptr_t>(dst_x[d0] + table_slot[half][lane][d0] * row_bytes) |
+                (rest != 0 ? 1u : 0u);
+      }
+      table_first[half][lane] = first;
+      table_rest[half][lane] = rest;
+      named_barrier_arrive(kTableFull + half);
       __syncwarp();  // every lane done with the previous batch's full_mask
       full_mask[lane] = mask;
       __syncwarp();
@@ -274,21 +324,11 @@ __global__ void __launch_bounds__(kDispatchThreads)
           }
         }
       }
-      const uint64_t peers_mask = mask & ~self_bit;
-      const uint64_t rest = peers_mask & (peers_mask - 1);
-      uintptr_t first = 0;
-      if (peers_mask != 0) {
-        const int d0 = __ffsll(static_cast<long long>(peers_mask)) - 1;
-        first = reinterpret_cast<uintptr_t>(dst_x[d0] + table_slot[half][lane][d0] * row_bytes) |
-                (rest != 0 ? 1u : 0u);
-      }
-      table_first[half][lane] = first;
-      table_rest[half][lane] = rest;
-      named_barrier_arrive(kTableFull + half);
     }
   } else {
-    int64_t issued = 0;  // lane 0's task count
-    StoreQueue queue;
+    RingCursor cursor;
+    cursor.clear();
+    TaggedQueue queue;
     queue.clear();
     for (int n = 0; n < my_batches; ++n) {
       const int half = n % 2;
@@ -296,46 +336,52 @@ __global__ void __launch_bounds__(kDispatchThreads)
       if (lane == 0) {
         const char* batch_x =
             x + static_cast<int64_t>((blockIdx.x + n * gridDim.x) * kBatch) * row_bytes;
-        // The next task of the ring: `bytes` of row r from `offset`, stored at the row's first
-        // destination (`first`, flag bit cleared) + offset and at its further ones, if any.
-        auto issue = [&](int r, uintptr_t first, int64_t offset, int bytes) {
-          const int64_t j = issued++;
-          const int s = static_cast<int>(j % kStages);
-          if (j >= kStages) bulk_wait_stage_read();
-          int extra = 0;
-          if (first & 1u) {
-            for (uint64_t m = table_rest[half][r]; m != 0; m &= m - 1) {
-              const int d = __ffsll(static_cast<long long>(m)) - 1;
-              ring.extra[s][extra++] = dst_x[d] + table_slot[half][r][d] * row_bytes + offset;
-            }
-          }
-          bulk_load(stages + static_cast<int64_t>(s) * chunk_bytes, batch_x + r * row_bytes + offset,
-                    bytes, &ring.full[s]);
-          advance(issued, queue, ring, stages, chunk_bytes,
-                  reinterpret_cast<char*>(first & ~uintptr_t{1}) + offset, bytes, extra);
-        };
         // One flat loop over the batch's (row, chunk) tasks: per task about the instructions of the
         // combine's loop, which holds the link's rate (the register queue and a flat loop took the
         // dispatch from 58 % to 93 % of a plain bulk copy's rate per SM on two H200s; a loop over
         // each row's chunks inside a loop over rows, or a separate loop for one-chunk rows, ran
-        // slower).
+        // slower). A task: chunk c of row i, stored at the row's first destination (`first`, flag
+        // bit cleared) and at its further ones, if any.
         int i = 0, c = 0;
         for (int task = 0; task < kBatch * chunks_per_row; ++task) {
           const uintptr_t first = table_first[half][i];
           const int row = i;
-          const int64_t offset = static_cast<int64_t>(c) * chunk_bytes;
-          if (++c == chunks_per_row) {
+          const int offset = c * chunk_bytes;
+          const uintptr_t tail = ++c == chunks_per_row ? TaggedQueue::kTail : 0;
+          if (tail != 0) {
             c = 0;
             ++i;
           }
-          if (first != 0)
-            issue(row, first, offset, static_cast<int>(min64(chunk_bytes, row_bytes - offset)));
+          if (first == 0) continue;
+          const int s = claim_stage(cursor);
+          uintptr_t tagged = ((first & ~uintptr_t{1}) + offset) | tail;
+          if ((first & 1u) != 0) {
+            char** extra = ring.extra[s];
+            for (uint64_t m = table_rest[half][row]; m != 0; m &= m - 1) {
+              const int d = __ffsll(static_cast<long long>(m)) - 1;
+              *extra++ = dst_x[d] + table_slot[half][row][d] * row_bytes + offset;
+            }
+            *extra = nullptr;
+            tagged |= TaggedQueue::kHasExtra;
+          }
+          bulk_load(stages + s * chunk_bytes, batch_x + row * row_bytes + offset,
+                    tail != 0 ? tail_bytes : chunk_bytes, &ring.full[s]);
+          if (cursor.issued > kAhead)
+            store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
+          queue.push(tagged);
         }
       }
       __syncwarp();
       if (n + 2 < my_batches) named_barrier_arrive(kTableFree + half);
     }
-    if (lane == 0) drain(issued, queue, ring, stages, chunk_bytes);
+    if (lane == 0) {  // the last kAhead tasks' stores, then wait for every store
+      for (int q = 0; q < kAhead; ++q) {
+        if (cursor.issued - kAhead + q >= 0)
+          store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
+        queue.push(0);
+      }
+      bulk_wait_all();
+    }
     __syncwarp();
   }
 #endif
@@ -365,8 +411,9 @@ __global__ void __launch_bounds__(kBulkThreads)
     const int64_t row_bytes = static_cast<int64_t>(a.vecs_per_row) * 16;
     const int64_t run_stride = static_cast<int64_t>(a.max_tokens) * row_bytes;
     const char* src = reinterpret_cast<const char*>(own.recv_x);
-    int64_t issued = 0;
-    StoreQueue queue;
+    RingCursor cursor;
+    cursor.clear();
+    SizedQueue queue;
     queue.clear();
     for (int i = 0; i < a.num_ranks; ++i) {
       const int d = (static_cast<int>(blockIdx.x) + i) % a.num_ranks;
@@ -379,17 +426,19 @@ __global__ void __launch_bounds__(kBulkThreads)
       const int64_t first =
           (static_cast<int64_t>(blockIdx.x) + gridDim.x - d % gridDim.x) % gridDim.x;
       for (int64_t k = first; k < tiles; k += gridDim.x) {
-        const int64_t j = issued++;
-        const int s = static_cast<int>(j % kStages);
-        if (j >= kStages) bulk_wait_stage_read();
+        const int s = claim_stage(cursor);
         const int64_t offset = k * kMaxChunkBytes;
         const int bytes = static_cast<int>(min64(kMaxChunkBytes, run_bytes - offset));
-        bulk_load(stages + static_cast<int64_t>(s) * kMaxChunkBytes, src + d * run_stride + offset,
-                  bytes, &ring.full[s]);
-        advance(issued, queue, ring, stages, kMaxChunkBytes, dst + offset, bytes, 0);
+        bulk_load(stages + s * kMaxChunkBytes, src + d * run_stride + offset, bytes, &ring.full[s]);
+        if (cursor.issued > kAhead) store_oldest(cursor, queue, ring, stages);
+        queue.push(dst + offset, bytes);
       }
     }
-    drain(issued, queue, ring, stages, kMaxChunkBytes);
+    for (int q = 0; q < kAhead; ++q) {  // the last kAhead tasks' stores, then wait for every store
+      if (cursor.issued - kAhead + q >= 0) store_oldest(cursor, queue, ring, stages);
+      queue.push(nullptr, 0);
+    }
+    bulk_wait_all();
   }
   __syncwarp();
 #endif
@@ -442,10 +491,11 @@ void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* t
   const int64_t row_bytes = static_cast<int64_t>(args.vecs_per_row) * 16;
   const int chunks = static_cast<int>((row_bytes + kMaxChunkBytes - 1) / kMaxChunkBytes);
   const int chunk_bytes = static_cast<int>((row_bytes / 16 + chunks - 1) / chunks * 16);
+  const int tail_bytes = static_cast<int>(row_bytes - int64_t{chunks - 1} * chunk_bytes);
   const size_t smem = size_t{kStages} * chunk_bytes;
   launch_chained(bulk_dispatch_send_kernel, num_sms, kDispatchThreads, smem, stream, args,
-                 chunk_bytes, chunks, reinterpret_cast<const char*>(x), topk_idx, topk_weights,
-                 token_slot_in_rank, num_tokens_per_rank, peers, own);
+                 chunk_bytes, tail_bytes, chunks, reinterpret_cast<const char*>(x), topk_idx,
+                 topk_weights, token_slot_in_rank, num_tokens_per_rank, peers, own);
 }
 
 void launch_bulk_combine_send(const SendArgs& args, const FlexBuffers* peers,
