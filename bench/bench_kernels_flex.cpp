@@ -245,7 +245,18 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
                                           dispatch_bytes / kMB, -1, bound_d});
     const double pct_c = add_row(report, {"flex_combine", shape.model, param, tokens, t_c,
                                           combine_bytes / kMB, -1, bound_c});
-    if (!full) continue;
+    if (!full) {
+      // The other send of each on the same SMs (for comparison; no goal): the default dispatch
+      // moves rows through registers, the default combine on this few SMs by bulk copies.
+      const double t_db = time_step(true, [&] { dispatch(sms, ek::kFlexSendBulk); });
+      const double t_cr = time_step(true, [&] { combine(sms, 1024); });
+      ek::check_flex_error(w.error);
+      add_row(report, {"flex_dispatch", shape.model, param + " bulk", tokens, t_db,
+                       dispatch_bytes / kMB, -1, bound_d});
+      add_row(report, {"flex_combine", shape.model, param + " t1024", tokens, t_cr,
+                       combine_bytes / kMB, -1, bound_c});
+      continue;
+    }
     pct_dispatch_serial = pct_d;
     pct_combine_serial = pct_c;
     // The whole GPU with every rank on its own stream: the same bytes, the same copy bound.
