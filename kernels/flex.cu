@@ -494,8 +494,25 @@ void check_sms(const char* fn, int num_sms) {
   detail::require(num_sms >= 1 && num_sms <= 1024, fn, "num_sms must be in [1, 1024]");
 }
 
-// The combine send's default on at most this many SMs is the bulk-copy kernel.
+// The sends' default on at most kBulkDefaultMaxSms SMs (a link's share, not the whole GPU) is the
+// bulk-copy kernel, which holds a link's rate with fewer SMs (H200 pair over NVLink, DeepSeek-V3
+// rows, 8 SMs: combine 357 against 348, dispatch 342 against 331 GB/s per direction). The
+// dispatch copies each row once per destination, and a bulk copy costs the SM's copy engine
+// about 0.3 us whatever its size, so it takes the bulk kernel only for rows of at least
+// kBulkMinRowBytes (4 KB rows on 8 SMs of one H200, EP8: 26 % of a copy against 66 % through
+// registers; 14 KB rows: 75 against 74 %).
 constexpr int kBulkDefaultMaxSms = 32;
+constexpr int64_t kBulkMinRowBytes = 14336;
+
+// threads_per_block as given, or for 0 the default of a send with rows of row_bytes (the
+// combine's copies are tiles of whole runs: any row size) on num_sms SMs.
+int default_send_threads(int threads_per_block, int num_sms, int64_t row_bytes) {
+  if (threads_per_block != 0) return threads_per_block;
+  return num_sms <= kBulkDefaultMaxSms && row_bytes >= kBulkMinRowBytes &&
+                 detail::bulk_copies_supported()
+             ? kFlexSendBulk
+             : 0;
+}
 
 // The send kernels' block size: 0 = the default (kSendThreads), else 512 or 1024, or kFlexSendBulk
 // (returned as is: the bulk-copy kernels).
@@ -519,7 +536,8 @@ void launch_flex_dispatch_send(int rank, int num_ranks, const bf16* x, const int
   check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
   check_own(kFn, own);
   check_sms(kFn, num_sms);
-  const int threads = send_threads(kFn, threads_per_block);
+  const int threads = send_threads(
+      kFn, default_send_threads(threads_per_block, num_sms, int64_t{2} * std::max(hidden, 0)));
   require(num_tokens >= 0 && num_tokens <= max_tokens_per_rank, kFn,
           "num_tokens must be in [0, max_tokens_per_rank]");
   require(num_topk >= 1 && num_topk <= kMaxTopk, kFn, "num_topk must be in [1, 32]");
@@ -661,12 +679,8 @@ void launch_flex_combine_send(int rank, int num_ranks, int hidden, int max_token
   check_common(kFn, rank, num_ranks, hidden, max_tokens_per_rank, seq);
   check_own(kFn, own);
   check_sms(kFn, num_sms);
-  // Default on few SMs (a link's share, not the whole GPU): the bulk copies, which hold the link's
-  // rate with fewer SMs (H200 pair over NVLink, 8 SMs: 356 against 347 GB/s per direction).
-  const int threads =
-      threads_per_block == 0 && num_sms <= kBulkDefaultMaxSms && detail::bulk_copies_supported()
-          ? kFlexSendBulk
-          : send_threads(kFn, threads_per_block);
+  const int threads = send_threads(
+      kFn, default_send_threads(threads_per_block, num_sms, kBulkMinRowBytes));
   detail::require_pointer(peers, kFn, "peers");
   const SendArgs args{rank, num_ranks, 0, hidden / kBf16PerVec, 1, 1, max_tokens_per_rank, seq};
   if (threads == kFlexSendBulk) {

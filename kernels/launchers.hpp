@@ -293,10 +293,12 @@ void check_flex_error(const FlexError* record);
 /// [num_tokens][num_topk], token_slot_in_rank[num_tokens][num_ranks],
 /// num_tokens_per_rank[num_ranks] from launch_flex_layout; peers: DEVICE array of num_ranks
 /// FlexBuffers; own: this rank's FlexBuffers (host copy; its done_counter is used). num_sms = grid
-/// size (blocks), 1..1024. threads_per_block: 0 = 1024 (128 KB of reads in flight per block), else
-/// 512 or 1024 (512 keeps 64 KB in flight per block: for NVLink with few SMs), or kFlexSendBulk:
-/// rows move by bulk copies through shared memory (compute capability 9.0+; a block of two warps
-/// and about 200 KB of shared memory, so one per SM); same results.
+/// size (blocks), 1..1024. threads_per_block: 512 or 1024 (1024 keeps 128 KB of reads in flight
+/// per block, 512 keeps 64 KB), or kFlexSendBulk: rows move by bulk copies through shared memory
+/// (compute capability 9.0+; a block of two warps and about 200 KB of shared memory, so one per
+/// SM); same results. 0 = kFlexSendBulk on up to 32 SMs of a compute capability 9.0+ device when
+/// rows are at least 14 KB (hidden >= 7168; a bulk copy has a fixed cost, so smaller rows move
+/// faster through registers), else 1024.
 /// threads_per_block value of the flex sends that selects their bulk-copy kernels.
 constexpr int kFlexSendBulk = 1;
 
