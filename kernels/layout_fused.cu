@@ -1,18 +1,20 @@
-// Dispatch layouts of small inputs in ONE kernel on one thread-block cluster (kClusterBlocks SMs of
-// one GPC, co-scheduled). Below ~2 MB a layout costs its launch, its dependent latencies and the
-// memory instructions of the few SMs it runs on, not bytes; this file trims all three.
+// Dispatch layouts of small inputs in ONE kernel on one thread-block cluster (16 SMs of one GPC
+// where the GPU schedules such a cluster, else 8; co-scheduled). Below ~2 MB a layout costs its
+// launch, its dependent latencies and the memory instructions of the few SMs it runs on, not
+// bytes; this file trims all three.
 //
-// Each block takes a contiguous range of tokens in sub-chunks of kFusedThreads tokens, one thread
-// per token. Per sub-chunk a [bin][warp] bitmap says which tokens of each warp land in each bin, so
-// a token's rank inside its bin is a prefix over warps plus a popcount: the order is stable (token
-// ascending inside a bin: blocks, sub-chunks, warps, lanes) without order-dependent atomics. The
-// blocks publish their per-bin counts in shared memory, synchronise the cluster once and read each
-// other's counts through distributed shared memory (bin totals, their own base); the padded bin
-// offsets are a block scan. Up to kClusterBlocks * kFusedThreads tokens every block has a single
-// sub-chunk whose bitmap and top-k row (kept in registers) serve both the count and the placement,
-// so topk_idx is read once. No memset, no workspace, no global atomics; in the alltoall and flex
-// kernels the cluster barrier that keeps a block's shared counts alive while others read them is
-// split (arrive after the reads, wait at exit), so one barrier is on the critical path.
+// Each block takes a contiguous range of tokens in sub-chunks of 512 or 1024 tokens (the block
+// size), one thread per token. Per sub-chunk a [bin][warp] bitmap says which tokens of each warp
+// land in each bin, so a token's rank inside its bin is a prefix over warps plus a popcount: the
+// order is stable (token ascending inside a bin: blocks, sub-chunks, warps, lanes) without
+// order-dependent atomics. The blocks publish their per-bin counts in shared memory, synchronise
+// the cluster once and read each other's counts through distributed shared memory (bin totals,
+// their own base); the padded bin offsets are a block scan. Up to 16 x 1024 tokens every block has
+// a single sub-chunk whose bitmap and top-k row (kept in registers) serve both the count and the
+// placement, so topk_idx is read once. No memset, no workspace, no global atomics; in the
+// alltoall and flex kernels the cluster barrier that keeps a block's shared counts alive while
+// others read them is split (arrive after the reads, wait at exit), so one barrier is on the
+// critical path.
 //
 // Memory instructions per SM: rows of topk_idx, permuted_row and token_slot_in_rank move as 16-
 // (or 8-) byte vectors when the row length and the pointer allow; the alltoall's row_src_token goes
@@ -20,6 +22,7 @@
 // 32 scattered ints; row_src_token gets -1 only where no row lands (padding and tail, not a whole
 // fill before the placement); rank bins (a handful of words every token hits) are filled by warp
 // ballots instead of contended shared atomics.
+#include <atomic>
 #include <cstdint>
 
 #include <cooperative_groups.h>
@@ -33,15 +36,21 @@ namespace epo::kernels::detail {
 
 namespace {
 
-constexpr int kClusterBlocks = 8;   // the portable cluster size
-constexpr int kFusedThreads = 512;  // tokens per sub-chunk, one thread each
-constexpr int kFusedWarps = kFusedThreads / 32;
-constexpr int kFusedMaxTokens = 32768;  // at most 8 sub-chunks per block
-constexpr int kFusedMaxExperts = 256;   // alltoall bins: one owner thread; 44.6 KB shared
+// Blocks of the cluster: 16 (a non-portable size) where the GPU schedules it, else the portable 8.
+constexpr int kMaxClusterBlocks = 16;
+constexpr int kPortableClusterBlocks = 8;
+// Tokens per sub-chunk, one thread each: 512, or 1024 when the tokens would not fit one 512-token
+// sub-chunk per block (a block's sub-chunks run one after the other, each a chain of round trips
+// and barriers: two H200 runs put a sub-chunk at 1.4 us to count and 2.5 us to place, 8 x 512).
+constexpr int kSmallThreads = 512;
+constexpr int kLargeThreads = 1024;
+constexpr int kFusedMaxTokens = 32768;  // at most 4 sub-chunks per block
+constexpr int kFusedMaxExperts = 256;   // alltoall bins: one owner thread
 constexpr int kFusedMaxTopk = 8;        // alltoall: a token's experts stay in registers
 constexpr unsigned int kFullMask = 0xffffffffu;
 
-using BlockScan = cub::BlockScan<int, kFusedThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+template <int kThreads>
+using BlockScan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 
 // Widest access (4, 2 or 1 ints) that divides a row of n ints and keeps every row of ptr aligned.
 int vector_ints(const void* ptr, int n) {
@@ -175,7 +184,8 @@ __device__ __forceinline__ void write_flags(uint8_t* __restrict__ flags, int n, 
 // [num_ranks], is_token_in_rank[num_tokens][num_ranks]. Per-block histograms in shared memory
 // (experts by shared atomics; ranks, which every token hits, by warp ballots), summed over the
 // cluster through distributed shared memory: no output zeroing, no global atomics.
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedThreads)
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
     fused_dispatch_layout_kernel(const int* __restrict__ topk_idx, int num_tokens, int num_topk,
                                  int topk_vec, int num_experts, int num_ranks, int flag_bytes,
                                  int* num_tokens_per_expert, int* num_tokens_per_rank,
@@ -183,15 +193,15 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   const int me = static_cast<int>(cluster.block_rank());
+  const int blocks = static_cast<int>(cluster.num_blocks());
   const int tid = threadIdx.x, lane = tid % 32;
   extern __shared__ int shared_counts[];  // [num_experts + num_ranks]
-  for (int i = tid; i < num_experts + num_ranks; i += kFusedThreads) shared_counts[i] = 0;
+  for (int i = tid; i < num_experts + num_ranks; i += kThreads) shared_counts[i] = 0;
   __syncthreads();
   const int experts_per_rank = num_experts / num_ranks;
   int rank_count_lo = 0, rank_count_hi = 0;  // this warp's tokens in ranks lane and lane + 32
   // Warp-uniform loop: every lane takes part in the ballots.
-  for (int first = me * kFusedThreads; first < num_tokens;
-       first += kClusterBlocks * kFusedThreads) {
+  for (int first = me * kThreads; first < num_tokens; first += blocks * kThreads) {
     const int t = first + tid;
     uint64_t ranks = 0;
     if (t < num_tokens) {
@@ -216,12 +226,11 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
     atomicAdd(&shared_counts[num_experts + lane + 32], rank_count_hi);
   cluster.sync();
   // Each block sums a share of the bins over the cluster.
-  for (int i = me * kFusedThreads + tid; i < num_experts + num_ranks;
-       i += kClusterBlocks * kFusedThreads) {
+  for (int i = me * kThreads + tid; i < num_experts + num_ranks; i += blocks * kThreads) {
     int total = 0;
 #pragma unroll
-    for (int r = 0; r < kClusterBlocks; ++r)
-      total += *cluster.map_shared_rank(&shared_counts[i], r);
+    for (int r = 0; r < kMaxClusterBlocks; ++r)
+      if (r < blocks) total += *cluster.map_shared_rank(&shared_counts[i], r);
     if (i < num_experts)
       num_tokens_per_expert[i] = total;
     else
@@ -260,36 +269,49 @@ __device__ __forceinline__ bool token_valid(const BinArgs& a, int t) {
          t % a.segment_len < a.num_valid_per_segment[t / a.segment_len];
 }
 
-template <BinMode kMode>
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedThreads)
-    fused_bin_kernel(BinArgs a, BinOutputs o) {
+// The bin kernel's shared arrays (dynamic shared memory: 83 KB for the alltoall at 1024 threads).
+template <BinMode kMode, int kThreads>
+struct BinShared {
+  static constexpr int kBins = kMode == BinMode::kExpert ? kFusedMaxExperts : kMaxRanks;
+  static constexpr int kWarps = kThreads / 32;
+  // Sub-chunk bitmap [bin][warp] and the staging index of each warp's first entry in a bin
+  // (kExpert: over the sub-chunk's entries sorted by bin, then token; kRank: inside the bin),
+  // padded so the owners (consecutive bins) hit different banks.
+  unsigned int bits[kBins][kWarps + 1];
+  uint16_t warp_first[kBins][kWarps + 1];
+  // kExpert staging, in row order: bin << 16 | token offset in the sub-chunk, of each entry.
+  uint32_t stage[kMode == BinMode::kExpert ? kThreads * kFusedMaxTopk : 1];
+};
+
+template <BinMode kMode, int kThreads>
+__global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOutputs o) {
   constexpr bool kExpert = kMode == BinMode::kExpert;
-  constexpr int kBins = kExpert ? kFusedMaxExperts : kMaxRanks;
-  constexpr int kStage = kExpert ? kFusedThreads * kFusedMaxTopk : 1;
+  using Shared = BinShared<kMode, kThreads>;
+  constexpr int kBins = Shared::kBins;
+  constexpr int kWarps = Shared::kWarps;
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   const int me = static_cast<int>(cluster.block_rank());
+  const int blocks = static_cast<int>(cluster.num_blocks());
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const unsigned int lower_lanes = (1u << lane) - 1u;
   const bool owner = tid < a.num_bins;  // thread b owns bin b: its counts, base and offsets
 
-  __shared__ typename BlockScan::TempStorage scan_storage;
+  __shared__ typename BlockScan<kThreads>::TempStorage scan_storage;
   __shared__ int block_count[kBins];  // entries of this block per bin; the cluster reads it
   __shared__ int row_shift[kBins];    // row (slot) of an entry = its staging index + shift[bin]
-  // Sub-chunk bitmap [bin][warp] and the staging index of each warp's first entry in a bin
-  // (kExpert: over the sub-chunk's entries sorted by bin, then token; kRank: inside the bin),
-  // padded so the owners (consecutive bins) hit different banks.
-  __shared__ __align__(16) unsigned int bits[kBins][kFusedWarps + 1];
-  __shared__ uint16_t warp_first[kBins][kFusedWarps + 1];
-  // kExpert staging, in row order: bin << 16 | token offset in the sub-chunk, of each entry.
-  __shared__ uint32_t stage[kStage];
+  extern __shared__ __align__(16) unsigned char dynamic_shared[];
+  Shared& sh = *reinterpret_cast<Shared*>(dynamic_shared);
+  auto& bits = sh.bits;
+  auto& warp_first = sh.warp_first;
+  auto& stage = sh.stage;
 
-  // Contiguous token range of this block, whole sub-chunks.
-  const int per_block = ((a.num_tokens + kClusterBlocks - 1) / kClusterBlocks + kFusedThreads - 1) /
-                        kFusedThreads * kFusedThreads;
+  // Contiguous token range of this block, whole warps: every block takes a share (4096 tokens on
+  // 16 blocks of 512 threads: 256 each), in sub-chunks of up to kThreads tokens.
+  const int per_block = ((a.num_tokens + blocks - 1) / blocks + 31) / 32 * 32;
   const int begin = min(a.num_tokens, me * per_block);
   const int end = min(a.num_tokens, begin + per_block);
-  const bool one_chunk = end - begin <= kFusedThreads;
+  const bool one_chunk = end - begin <= kThreads;
 
   int experts[kFusedMaxTopk];  // kExpert: the token's experts; -1: empty slot or token skipped
   uint64_t ranks = 0;          // kRank: bit r = the token goes to rank r
@@ -316,8 +338,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   auto build_chunk = [&]() {
     if constexpr (kExpert) {
       int4* words = reinterpret_cast<int4*>(&bits[0][0]);
-      const int num_vecs = (a.num_bins * (kFusedWarps + 1) + 3) / 4;
-      for (int i = tid; i < num_vecs; i += kFusedThreads) words[i] = make_int4(0, 0, 0, 0);
+      const int num_vecs = (a.num_bins * (kWarps + 1) + 3) / 4;
+      for (int i = tid; i < num_vecs; i += kThreads) words[i] = make_int4(0, 0, 0, 0);
       __syncthreads();
 #pragma unroll
       for (int k = 0; k < kFusedMaxTopk; ++k)
@@ -330,21 +352,21 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
       }
     }
     __syncthreads();
-    int per_warp[kFusedWarps];
+    // The owner reads its bin's words twice (count, then first indices) rather than keeping a
+    // count per warp in registers (32 of them at 1024 threads).
     chunk_count = 0;
+    if (owner) {
 #pragma unroll
-    for (int w = 0; w < kFusedWarps; ++w) {
-      per_warp[w] = owner ? __popc(bits[tid][w]) : 0;
-      chunk_count += per_warp[w];
+      for (int w = 0; w < kWarps; ++w) chunk_count += __popc(bits[tid][w]);
     }
     if constexpr (kExpert)
-      BlockScan(scan_storage).ExclusiveSum(chunk_count, chunk_first, chunk_entries);
+      BlockScan<kThreads>(scan_storage).ExclusiveSum(chunk_count, chunk_first, chunk_entries);
     if (owner) {
       int at = chunk_first;
 #pragma unroll
-      for (int w = 0; w < kFusedWarps; ++w) {
+      for (int w = 0; w < kWarps; ++w) {
         warp_first[tid][w] = static_cast<uint16_t>(at);
-        at += per_warp[w];
+        at += __popc(bits[tid][w]);
       }
     }
     __syncthreads();
@@ -352,7 +374,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
 
   // Count.
   int block_total = 0;  // owner: entries of this block in its bin
-  for (int chunk = begin; chunk < end; chunk += kFusedThreads) {
+  for (int chunk = begin; chunk < end; chunk += kThreads) {
     load_token(chunk + tid);
     build_chunk();
     block_total += chunk_count;
@@ -364,7 +386,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   int total = 0, before = 0;
   if (owner) {
 #pragma unroll
-    for (int r = 0; r < kClusterBlocks; ++r) {
+    for (int r = 0; r < kMaxClusterBlocks; ++r) {
+      if (r >= blocks) break;
       const int n = *cluster.map_shared_rank(&block_count[tid], r);
       total += n;
       before += r < me ? n : 0;
@@ -376,7 +399,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   if constexpr (kExpert) {
     const int padded = owner ? (total + o.align - 1) / o.align * o.align : 0;
     int start = 0, num_rows = 0;
-    BlockScan(scan_storage).ExclusiveSum(padded, start, num_rows);
+    BlockScan<kThreads>(scan_storage).ExclusiveSum(padded, start, num_rows);
     bin_base += start;
     if (owner) {
       if (me == 0) {
@@ -384,19 +407,19 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
         o.bin_offsets[tid] = start;
       }
       // Padding rows of the bin: no entry lands there.
-      if (tid % kClusterBlocks == me)
+      if (tid % blocks == me)
         for (int r = start + total; r < start + padded; ++r) o.row_src_token[r] = -1;
     }
     if (me == 0 && tid == 0) o.bin_offsets[a.num_bins] = num_rows;
-    for (int64_t r = num_rows + static_cast<int64_t>(me) * kFusedThreads + tid; r < o.max_rows;
-         r += static_cast<int64_t>(kClusterBlocks) * kFusedThreads)
+    for (int64_t r = num_rows + static_cast<int64_t>(me) * kThreads + tid; r < o.max_rows;
+         r += static_cast<int64_t>(blocks) * kThreads)
       o.row_src_token[r] = -1;
   } else {
     if (owner && me == 0) o.num_per_bin[tid] = total;
   }
 
   // Place, sub-chunk by sub-chunk (a single sub-chunk is still built from the count).
-  for (int chunk = begin; chunk < end; chunk += kFusedThreads) {
+  for (int chunk = begin; chunk < end; chunk += kThreads) {
     const int t = chunk + tid;
     if (!one_chunk) {
       load_token(t);
@@ -425,7 +448,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
       }
       __syncthreads();
       // Staging order is row order inside a bin: a warp writes runs of consecutive rows.
-      for (int i = tid; i < chunk_entries; i += kFusedThreads) {
+      for (int i = tid; i < chunk_entries; i += kThreads) {
         const uint32_t entry = stage[i];
         o.row_src_token[i + row_shift[entry >> 16]] = chunk + static_cast<int>(entry & 0xffffu);
       }
@@ -443,21 +466,117 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kFusedT
   cluster.barrier_wait();
 }
 
+constexpr size_t kDefaultSharedLimit = 48 * 1024;  // dynamic shared memory without opting in
+constexpr int kMaxDevices = 64;
+
+// The cluster size Kernel launches with on the current device: kMaxClusterBlocks where a cluster
+// of that many blocks of `threads` threads and `shared` dynamic shared bytes can be scheduled,
+// else kPortableClusterBlocks. Decided once per device (and lets the kernel take `shared` bytes).
+template <auto Kernel>
+int cluster_blocks(int threads, size_t shared) {
+  static std::atomic<int> chosen[kMaxDevices] = {};  // 0: not decided yet
+  int device = 0;
+  EPO_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < kMaxDevices) {
+    const int known = chosen[device].load(std::memory_order_relaxed);
+    if (known != 0) return known;
+  }
+  const void* fn = reinterpret_cast<const void*>(Kernel);
+  EPO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  if (shared > kDefaultSharedLimit)
+    EPO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared)));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kMaxClusterBlocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = shared;
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kMaxClusterBlocks;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, Kernel, &config) != cudaSuccess) {
+    cudaGetLastError();  // a size the device does not take: the portable one
+    clusters = 0;
+  }
+  const int blocks = clusters >= 1 ? kMaxClusterBlocks : kPortableClusterBlocks;
+  if (device < kMaxDevices) chosen[device].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+// Launches Kernel as one cluster of `blocks` blocks.
+template <class... Params, class... Args>
+void launch_cluster(void (*kernel)(Params...), int blocks, int threads, size_t shared,
+                    cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = blocks;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// Launches Pick<512>::kernel when the tokens fit one 512-token sub-chunk per block of its
+// cluster, else Pick<1024>::kernel, with shared(threads) dynamic shared bytes per block;
+// most(threads): the most any launch of that kernel takes (its cluster size is decided for that).
+template <template <int> class Pick, class Shared, class Most, class... Args>
+void launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream, Args... args) {
+  constexpr auto small = Pick<kSmallThreads>::kernel;
+  const int small_blocks = cluster_blocks<small>(kSmallThreads, most(kSmallThreads));
+  if (num_tokens <= small_blocks * kSmallThreads) {
+    launch_cluster(small, small_blocks, kSmallThreads, shared(kSmallThreads), stream, args...);
+    return;
+  }
+  constexpr auto large = Pick<kLargeThreads>::kernel;
+  launch_cluster(large, cluster_blocks<large>(kLargeThreads, most(kLargeThreads)), kLargeThreads,
+                 shared(kLargeThreads), stream, args...);
+}
+
+template <int kThreads>
+struct DispatchKernel {
+  static constexpr auto kernel = fused_dispatch_layout_kernel<kThreads>;
+};
+// Dynamic shared bytes of the bin kernel's block of `threads` threads.
+template <BinMode kMode>
+size_t bin_shared(int threads) {
+  return threads == kSmallThreads ? sizeof(BinShared<kMode, kSmallThreads>)
+                                  : sizeof(BinShared<kMode, kLargeThreads>);
+}
+
+template <BinMode kMode>
+struct BinKernel {
+  template <int kThreads>
+  struct Pick {
+    static constexpr auto kernel = fused_bin_kernel<kMode, kThreads>;
+  };
+};
+
 }  // namespace
 
 bool try_fused_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
                                int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                                uint8_t* is_token_in_rank, cudaStream_t stream) {
   const size_t shared = sizeof(int) * (num_experts + num_ranks);
-  if (num_tokens > kFusedMaxTokens || shared > 48 * 1024) return false;
+  if (num_tokens > kFusedMaxTokens || shared > kDefaultSharedLimit) return false;
   const auto flags = reinterpret_cast<uintptr_t>(is_token_in_rank);
   const int flag_bytes = num_ranks % 8 == 0 && flags % 8 == 0   ? 8
                          : num_ranks % 4 == 0 && flags % 4 == 0 ? 4
                                                                 : 1;
-  fused_dispatch_layout_kernel<<<kClusterBlocks, kFusedThreads, shared, stream>>>(
-      topk_idx, num_tokens, num_topk, vector_ints(topk_idx, num_topk), num_experts, num_ranks,
-      flag_bytes, num_tokens_per_expert, num_tokens_per_rank, is_token_in_rank);
-  EPO_CUDA_CHECK_LAUNCH();
+  launch_fused<DispatchKernel>(
+      num_tokens, [shared](int) { return shared; }, [](int) { return kDefaultSharedLimit; }, stream,
+      topk_idx, num_tokens, num_topk,
+      vector_ints(topk_idx, num_topk), num_experts, num_ranks, flag_bytes, num_tokens_per_expert,
+      num_tokens_per_rank, is_token_in_rank);
   return true;
 }
 
@@ -478,8 +597,8 @@ bool try_fused_alltoall_layout(const int* topk_idx, const int* num_valid_per_seg
   out.max_rows = max_rows;
   out.bin_offsets = expert_offsets;
   out.align = align;
-  fused_bin_kernel<BinMode::kExpert><<<kClusterBlocks, kFusedThreads, 0, stream>>>(args, out);
-  EPO_CUDA_CHECK_LAUNCH();
+  launch_fused<BinKernel<BinMode::kExpert>::Pick>(num_tokens, bin_shared<BinMode::kExpert>,
+                                                   bin_shared<BinMode::kExpert>, stream, args, out);
   return true;
 }
 
@@ -495,8 +614,8 @@ bool try_fused_flex_layout(const int* topk_idx, int num_tokens, int num_topk, in
   out.num_per_bin = num_tokens_per_rank;
   out.slot_in_bin = token_slot_in_rank;
   out.slot_vec = vector_ints(token_slot_in_rank, num_ranks);
-  fused_bin_kernel<BinMode::kRank><<<kClusterBlocks, kFusedThreads, 0, stream>>>(args, out);
-  EPO_CUDA_CHECK_LAUNCH();
+  launch_fused<BinKernel<BinMode::kRank>::Pick>(num_tokens, bin_shared<BinMode::kRank>,
+                                                 bin_shared<BinMode::kRank>, stream, args, out);
   return true;
 }
 

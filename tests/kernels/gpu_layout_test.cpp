@@ -1,8 +1,9 @@
 // Layout kernels against the references: every index, count and offset must agree exactly.
 // Cases reach both paths of each launcher (one cluster kernel up to 32768 tokens; the multi-kernel
 // path past it, past 256 experts or past top-8 for the alltoall layout), the vector and scalar
-// accesses (row lengths of 1, 2 or 4 ints; pointers shifted off 16-byte alignment) and blocks with
-// one and with several sub-chunks of tokens.
+// accesses (row lengths of 1, 2 or 4 ints; pointers shifted off 16-byte alignment), both block
+// sizes of the cluster kernels (512 threads while the tokens fit one 512-token sub-chunk per block,
+// else 1024) and blocks with one and with several sub-chunks of tokens.
 #include <algorithm>
 #include <vector>
 
@@ -169,6 +170,8 @@ TEST_CASE("layout kernels match the references", "[kernels][gpu]") {
       {4096, 8, 256, 8, 256, 0.0},     // DeepSeek-V3, balanced: one sub-chunk per block
       {4096, 8, 128, 8, 128, 1.2},     // Qwen3-30B-A3B, skewed
       {4096, 8, 256, 8, 256, 0.3, 1},  // unaligned rows: scalar loads and stores
+      {9000, 8, 128, 8, 128, 0.0},     // just past 512-token blocks: 1024-thread blocks
+      {16384, 8, 256, 8, 256, 0.3},    // one 1024-token sub-chunk per block of a 16-block cluster
       {20000, 8, 256, 8, 256, 0.3},    // several sub-chunks per block, last block short
       {40000, 8, 128, 8, 128, 0.5},    // past the single-kernel limit: multi-kernel path
       {1000, 6, 64, 4, 40, 0.5},       // 24 experts never chosen; rows of 2-int vectors
