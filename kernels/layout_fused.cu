@@ -1,5 +1,5 @@
-// Dispatch layouts of small inputs in ONE kernel on one thread-block cluster (16 SMs of one GPC
-// where the GPU schedules such a cluster, else 8; co-scheduled). Below ~2 MB a layout costs its
+// Dispatch layouts of small inputs in ONE kernel on one thread-block cluster (co-scheduled SMs of
+// one GPC: 8 for up to 4096 tokens, else 16 where the GPU schedules such a cluster). Below ~2 MB a layout costs its
 // launch, its dependent latencies and the memory instructions of the few SMs it runs on, not
 // bytes; this file trims all three.
 //
@@ -41,7 +41,8 @@ constexpr int kMaxClusterBlocks = 16;
 constexpr int kPortableClusterBlocks = 8;
 // Tokens per sub-chunk, one thread each: 512, or 1024 when the tokens would not fit one 512-token
 // sub-chunk per block (a block's sub-chunks run one after the other, each a chain of round trips
-// and barriers: two H200 runs put a sub-chunk at 1.4 us to count and 2.5 us to place, 8 x 512).
+// and barriers: on two H200s a sub-chunk of the alltoall layout took 1.4 us to count and 2.5 us to
+// place, 8 blocks of 512 threads).
 constexpr int kSmallThreads = 512;
 constexpr int kLargeThreads = 1024;
 constexpr int kFusedMaxTokens = 32768;  // at most 4 sub-chunks per block
@@ -526,15 +527,19 @@ void launch_cluster(void (*kernel)(Params...), int blocks, int threads, size_t s
   EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
-// Launches Pick<512>::kernel when the tokens fit one 512-token sub-chunk per block of its
-// cluster, else Pick<1024>::kernel, with shared(threads) dynamic shared bytes per block;
-// most(threads): the most any launch of that kernel takes (its cluster size is decided for that).
+// Launches Pick<512>::kernel on the portable 8 blocks when the tokens fit one 512-token sub-chunk
+// per block, else Pick<1024>::kernel on the largest cluster the GPU schedules, with
+// shared(threads) dynamic shared bytes per block; most(threads): the most any launch of that
+// kernel takes (its cluster size is decided for that). Small inputs stay on 8 blocks: on two
+// H200s 16 blocks of 512 threads took 0.3-1.2 us longer at 4096 tokens (their cluster barrier
+// 1.8 against 0.5 us), while at 16384 tokens 16 blocks of 1024 threads, one sub-chunk each, took
+// 9.9 / 17.4 / 13.6 us (dispatch / alltoall / flex layouts) against 13.9 / 26.1 / 27.3 on 8 blocks
+// of 512.
 template <template <int> class Pick, class Shared, class Most, class... Args>
 void launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream, Args... args) {
-  constexpr auto small = Pick<kSmallThreads>::kernel;
-  const int small_blocks = cluster_blocks<small>(kSmallThreads, most(kSmallThreads));
-  if (num_tokens <= small_blocks * kSmallThreads) {
-    launch_cluster(small, small_blocks, kSmallThreads, shared(kSmallThreads), stream, args...);
+  if (num_tokens <= kPortableClusterBlocks * kSmallThreads) {
+    launch_cluster(Pick<kSmallThreads>::kernel, kPortableClusterBlocks, kSmallThreads,
+                   shared(kSmallThreads), stream, args...);
     return;
   }
   constexpr auto large = Pick<kLargeThreads>::kernel;
