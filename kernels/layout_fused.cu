@@ -24,6 +24,7 @@
 // ballots instead of contended shared atomics.
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>
 
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
@@ -36,7 +37,8 @@ namespace epo::kernels::detail {
 
 namespace {
 
-// Blocks of the cluster: 16 (a non-portable size) where the GPU schedules it, else the portable 8.
+// Blocks of the cluster: the portable 8, or for larger inputs 16 (a non-portable size) where the
+// GPU schedules it.
 constexpr int kMaxClusterBlocks = 16;
 constexpr int kPortableClusterBlocks = 8;
 // Tokens per sub-chunk, one thread each: 512, or 1024 when the tokens would not fit one 512-token
@@ -185,8 +187,8 @@ __device__ __forceinline__ void write_flags(uint8_t* __restrict__ flags, int n, 
 // [num_ranks], is_token_in_rank[num_tokens][num_ranks]. Per-block histograms in shared memory
 // (experts by shared atomics; ranks, which every token hits, by warp ballots), summed over the
 // cluster through distributed shared memory: no output zeroing, no global atomics.
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads)
+template <int kThreads, int kBlocks>
+__global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads, 1)
     fused_dispatch_layout_kernel(const int* __restrict__ topk_idx, int num_tokens, int num_topk,
                                  int topk_vec, int num_experts, int num_ranks, int flag_bytes,
                                  int* num_tokens_per_expert, int* num_tokens_per_rank,
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(kThreads)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   const int me = static_cast<int>(cluster.block_rank());
-  const int blocks = static_cast<int>(cluster.num_blocks());
+  constexpr int blocks = kBlocks;
   const int tid = threadIdx.x, lane = tid % 32;
   extern __shared__ int shared_counts[];  // [num_experts + num_ranks]
   for (int i = tid; i < num_experts + num_ranks; i += kThreads) shared_counts[i] = 0;
@@ -230,8 +232,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = me * kThreads + tid; i < num_experts + num_ranks; i += blocks * kThreads) {
     int total = 0;
 #pragma unroll
-    for (int r = 0; r < kMaxClusterBlocks; ++r)
-      if (r < blocks) total += *cluster.map_shared_rank(&shared_counts[i], r);
+    for (int r = 0; r < kBlocks; ++r) total += *cluster.map_shared_rank(&shared_counts[i], r);
     if (i < num_experts)
       num_tokens_per_expert[i] = total;
     else
@@ -270,7 +271,7 @@ __device__ __forceinline__ bool token_valid(const BinArgs& a, int t) {
          t % a.segment_len < a.num_valid_per_segment[t / a.segment_len];
 }
 
-// The bin kernel's shared arrays (dynamic shared memory: 83 KB for the alltoall at 1024 threads).
+// The bin kernel's shared arrays (83 KB for the alltoall at 1024 threads: dynamic shared memory).
 template <BinMode kMode, int kThreads>
 struct BinShared {
   static constexpr int kBins = kMode == BinMode::kExpert ? kFusedMaxExperts : kMaxRanks;
@@ -284,8 +285,13 @@ struct BinShared {
   uint32_t stage[kMode == BinMode::kExpert ? kThreads * kFusedMaxTopk : 1];
 };
 
+// Whether BinShared<kMode, kThreads> lives in dynamic shared memory (past the static 48 KB).
 template <BinMode kMode, int kThreads>
-__global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOutputs o) {
+constexpr bool kDynamicBinShared = sizeof(BinShared<kMode, kThreads>) > 45 * 1024;
+
+template <BinMode kMode, int kThreads, int kBlocks>
+__global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads, 1)
+    fused_bin_kernel(BinArgs a, BinOutputs o) {
   constexpr bool kExpert = kMode == BinMode::kExpert;
   using Shared = BinShared<kMode, kThreads>;
   constexpr int kBins = Shared::kBins;
@@ -293,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOu
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   const int me = static_cast<int>(cluster.block_rank());
-  const int blocks = static_cast<int>(cluster.num_blocks());
+  constexpr int blocks = kBlocks;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const unsigned int lower_lanes = (1u << lane) - 1u;
   const bool owner = tid < a.num_bins;  // thread b owns bin b: its counts, base and offsets
@@ -301,8 +307,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOu
   __shared__ typename BlockScan<kThreads>::TempStorage scan_storage;
   __shared__ int block_count[kBins];  // entries of this block per bin; the cluster reads it
   __shared__ int row_shift[kBins];    // row (slot) of an entry = its staging index + shift[bin]
-  extern __shared__ __align__(16) unsigned char dynamic_shared[];
-  Shared& sh = *reinterpret_cast<Shared*>(dynamic_shared);
+  Shared* shared_arrays;
+  if constexpr (kDynamicBinShared<kMode, kThreads>) {
+    extern __shared__ __align__(16) unsigned char dynamic_shared[];
+    shared_arrays = reinterpret_cast<Shared*>(dynamic_shared);
+  } else {
+    __shared__ __align__(16) Shared static_shared;
+    shared_arrays = &static_shared;
+  }
+  Shared& sh = *shared_arrays;
   auto& bits = sh.bits;
   auto& warp_first = sh.warp_first;
   auto& stage = sh.stage;
@@ -353,12 +366,18 @@ __global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOu
       }
     }
     __syncthreads();
-    // The owner reads its bin's words twice (count, then first indices) rather than keeping a
-    // count per warp in registers (32 of them at 1024 threads).
+    // The owner's count per warp: in registers up to 16 warps, else its bin's words are read
+    // twice (count, then first indices).
+    constexpr bool kKeep = kWarps <= 16;
+    int per_warp[kKeep ? kWarps : 1];
     chunk_count = 0;
     if (owner) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) chunk_count += __popc(bits[tid][w]);
+      for (int w = 0; w < kWarps; ++w) {
+        const int n = __popc(bits[tid][w]);
+        if constexpr (kKeep) per_warp[w] = n;
+        chunk_count += n;
+      }
     }
     if constexpr (kExpert)
       BlockScan<kThreads>(scan_storage).ExclusiveSum(chunk_count, chunk_first, chunk_entries);
@@ -367,7 +386,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOu
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
         warp_first[tid][w] = static_cast<uint16_t>(at);
-        at += __popc(bits[tid][w]);
+        if constexpr (kKeep)
+          at += per_warp[w];
+        else
+          at += __popc(bits[tid][w]);
       }
     }
     __syncthreads();
@@ -387,8 +409,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOu
   int total = 0, before = 0;
   if (owner) {
 #pragma unroll
-    for (int r = 0; r < kMaxClusterBlocks; ++r) {
-      if (r >= blocks) break;
+    for (int r = 0; r < kBlocks; ++r) {
       const int n = *cluster.map_shared_rank(&block_count[tid], r);
       total += n;
       before += r < me ? n : 0;
@@ -470,99 +491,86 @@ __global__ void __launch_bounds__(kThreads, 1) fused_bin_kernel(BinArgs a, BinOu
 constexpr size_t kDefaultSharedLimit = 48 * 1024;  // dynamic shared memory without opting in
 constexpr int kMaxDevices = 64;
 
-// The cluster size Kernel launches with on the current device: kMaxClusterBlocks where a cluster
-// of that many blocks of `threads` threads and `shared` dynamic shared bytes can be scheduled,
-// else kPortableClusterBlocks. Decided once per device (and lets the kernel take `shared` bytes).
+// Whether Kernel (compile-time cluster of `blocks` blocks of `threads` threads) can be scheduled
+// with `shared` dynamic shared bytes per block on the current device; decided once per device,
+// after letting the kernel take a non-portable cluster size and that much shared memory.
 template <auto Kernel>
-int cluster_blocks(int threads, size_t shared) {
-  static std::atomic<int> chosen[kMaxDevices] = {};  // 0: not decided yet
+bool cluster_fits(int blocks, int threads, size_t shared) {
+  static std::atomic<int> known[kMaxDevices] = {};  // 0: not decided, 1: fits, 2: does not
   int device = 0;
   EPO_CUDA_CHECK(cudaGetDevice(&device));
   if (device < kMaxDevices) {
-    const int known = chosen[device].load(std::memory_order_relaxed);
-    if (known != 0) return known;
+    const int k = known[device].load(std::memory_order_relaxed);
+    if (k != 0) return k == 1;
   }
   const void* fn = reinterpret_cast<const void*>(Kernel);
-  EPO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  if (blocks > kPortableClusterBlocks)
+    EPO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   if (shared > kDefaultSharedLimit)
     EPO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(shared)));
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kMaxClusterBlocks);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = shared;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kMaxClusterBlocks;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, Kernel, &config) != cudaSuccess) {
-    cudaGetLastError();  // a size the device does not take: the portable one
-    clusters = 0;
-  }
-  const int blocks = clusters >= 1 ? kMaxClusterBlocks : kPortableClusterBlocks;
-  if (device < kMaxDevices) chosen[device].store(blocks, std::memory_order_relaxed);
-  return blocks;
-}
-
-// Launches Kernel as one cluster of `blocks` blocks.
-template <class... Params, class... Args>
-void launch_cluster(void (*kernel)(Params...), int blocks, int threads, size_t shared,
-                    cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = blocks;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  EPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-}
-
-// Launches Pick<512>::kernel on the portable 8 blocks when the tokens fit one 512-token sub-chunk
-// per block, else Pick<1024>::kernel on the largest cluster the GPU schedules, with
-// shared(threads) dynamic shared bytes per block; most(threads): the most any launch of that
-// kernel takes (its cluster size is decided for that). Small inputs stay on 8 blocks: on two
-// H200s 16 blocks of 512 threads took 0.3-1.2 us longer at 4096 tokens (their cluster barrier
-// 1.8 against 0.5 us), while at 16384 tokens 16 blocks of 1024 threads, one sub-chunk each, took
-// 9.9 / 17.4 / 13.6 us (dispatch / alltoall / flex layouts) against 13.9 / 26.1 / 27.3 on 8 blocks
-// of 512.
-template <template <int> class Pick, class Shared, class Most, class... Args>
-void launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream, Args... args) {
-  if (num_tokens <= kPortableClusterBlocks * kSmallThreads) {
-    launch_cluster(Pick<kSmallThreads>::kernel, kPortableClusterBlocks, kSmallThreads,
-                   shared(kSmallThreads), stream, args...);
-    return;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, Kernel, &config) != cudaSuccess) {
+    cudaGetLastError();  // a cluster the device does not take
+    clusters = 0;
   }
-  constexpr auto large = Pick<kLargeThreads>::kernel;
-  launch_cluster(large, cluster_blocks<large>(kLargeThreads, most(kLargeThreads)), kLargeThreads,
-                 shared(kLargeThreads), stream, args...);
+  if (device < kMaxDevices) known[device].store(clusters >= 1 ? 1 : 2, std::memory_order_relaxed);
+  return clusters >= 1;
 }
 
-template <int kThreads>
+// Launches Pick<512, 8>::kernel when the tokens fit one 512-token sub-chunk per block of the
+// portable 8-block cluster, else Pick<1024, 16>::kernel where the GPU schedules a 16-block
+// cluster (Pick<1024, 8>::kernel where not), with shared(threads) dynamic shared bytes per block;
+// most(threads): the most any launch takes (whether a cluster fits is decided for that). Small
+// inputs stay on 8 blocks: on two H200s 16 blocks of 512 threads took 0.3-1.2 us longer at 4096
+// tokens (their cluster barrier 1.8 against 0.5 us), while at 16384 tokens 16 blocks of 1024
+// threads, one sub-chunk each, took 9.9 / 17.4 / 13.6 us (dispatch / alltoall / flex layouts)
+// against 13.9 / 26.1 / 27.3 on 8 blocks of 512.
+template <template <int, int> class Pick, class Shared, class Most, class... Args>
+void launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream, Args... args) {
+  constexpr int kSmallBlocks = kPortableClusterBlocks;
+  if (num_tokens <= kSmallBlocks * kSmallThreads) {
+    constexpr auto small = Pick<kSmallThreads, kSmallBlocks>::kernel;
+    if (!cluster_fits<small>(kSmallBlocks, kSmallThreads, most(kSmallThreads)))
+      throw std::runtime_error("fused layout: no cluster of 8 blocks fits this device");
+    small<<<kSmallBlocks, kSmallThreads, shared(kSmallThreads), stream>>>(args...);
+  } else {
+    constexpr auto large = Pick<kLargeThreads, kMaxClusterBlocks>::kernel;
+    constexpr auto large8 = Pick<kLargeThreads, kPortableClusterBlocks>::kernel;
+    if (cluster_fits<large>(kMaxClusterBlocks, kLargeThreads, most(kLargeThreads)))
+      large<<<kMaxClusterBlocks, kLargeThreads, shared(kLargeThreads), stream>>>(args...);
+    else if (cluster_fits<large8>(kPortableClusterBlocks, kLargeThreads, most(kLargeThreads)))
+      large8<<<kPortableClusterBlocks, kLargeThreads, shared(kLargeThreads), stream>>>(args...);
+    else
+      throw std::runtime_error("fused layout: no cluster of 8 blocks fits this device");
+  }
+  EPO_CUDA_CHECK_LAUNCH();
+}
+
+template <int kThreads, int kBlocks>
 struct DispatchKernel {
-  static constexpr auto kernel = fused_dispatch_layout_kernel<kThreads>;
+  static constexpr auto kernel = fused_dispatch_layout_kernel<kThreads, kBlocks>;
 };
 // Dynamic shared bytes of the bin kernel's block of `threads` threads.
 template <BinMode kMode>
 size_t bin_shared(int threads) {
-  return threads == kSmallThreads ? sizeof(BinShared<kMode, kSmallThreads>)
-                                  : sizeof(BinShared<kMode, kLargeThreads>);
+  const bool small = threads == kSmallThreads;
+  const bool dynamic = small ? kDynamicBinShared<kMode, kSmallThreads>
+                             : kDynamicBinShared<kMode, kLargeThreads>;
+  if (!dynamic) return 0;
+  return small ? sizeof(BinShared<kMode, kSmallThreads>)
+               : sizeof(BinShared<kMode, kLargeThreads>);
 }
 
 template <BinMode kMode>
 struct BinKernel {
-  template <int kThreads>
+  template <int kThreads, int kBlocks>
   struct Pick {
-    static constexpr auto kernel = fused_bin_kernel<kMode, kThreads>;
+    static constexpr auto kernel = fused_bin_kernel<kMode, kThreads, kBlocks>;
   };
 };
 
