@@ -246,11 +246,15 @@ void run_flex_rows(Report& report, const Shape& shape, int tokens, int num_ranks
     const double pct_c = add_row(report, {"flex_combine", shape.model, param, tokens, t_c,
                                           combine_bytes / kMB, -1, bound_c});
     if (!full) {
-      // The other send of each on the same SMs (for comparison; no goal): the default dispatch
-      // moves rows through registers, the default combine on this few SMs by bulk copies.
+      // Each send kernel on the same SMs (for comparison; no goal): the dispatch through
+      // registers and by bulk copies (its default on this few SMs depends on the row size), the
+      // combine through registers (its default here is the bulk copies, the row above).
+      const double t_dr = time_step(true, [&] { dispatch(sms, 1024); });
       const double t_db = time_step(true, [&] { dispatch(sms, ek::kFlexSendBulk); });
       const double t_cr = time_step(true, [&] { combine(sms, 1024); });
       ek::check_flex_error(w.error);
+      add_row(report, {"flex_dispatch", shape.model, param + " t1024", tokens, t_dr,
+                       dispatch_bytes / kMB, -1, bound_d});
       add_row(report, {"flex_dispatch", shape.model, param + " bulk", tokens, t_db,
                        dispatch_bytes / kMB, -1, bound_d});
       add_row(report, {"flex_combine", shape.model, param + " t1024", tokens, t_cr,
