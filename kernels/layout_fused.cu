@@ -24,7 +24,6 @@
 // ballots instead of contended shared atomics.
 #include <atomic>
 #include <cstdint>
-#include <stdexcept>
 
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
@@ -525,18 +524,18 @@ bool cluster_fits(int blocks, int threads, size_t shared) {
 // Launches Pick<512, 8>::kernel when the tokens fit one 512-token sub-chunk per block of the
 // portable 8-block cluster, else Pick<1024, 16>::kernel where the GPU schedules a 16-block
 // cluster (Pick<1024, 8>::kernel where not), with shared(threads) dynamic shared bytes per block;
-// most(threads): the most any launch takes (whether a cluster fits is decided for that). Small
-// inputs stay on 8 blocks: on two H200s 16 blocks of 512 threads took 0.3-1.2 us longer at 4096
-// tokens (their cluster barrier 1.8 against 0.5 us), while at 16384 tokens 16 blocks of 1024
-// threads, one sub-chunk each, took 9.9 / 17.4 / 13.6 us (dispatch / alltoall / flex layouts)
+// most(threads): the most any launch takes (whether a cluster fits is decided for that). Returns
+// false, launching nothing, where no such cluster fits (the caller takes the multi-kernel path).
+// Small inputs stay on 8 blocks: on two H200s 16 blocks of 512 threads took 0.3-1.2 us longer at
+// 4096 tokens (their cluster barrier 1.8 against 0.5 us), while at 16384 tokens 16 blocks of 1024
+// threads, one sub-chunk each, took 9.6 / 16.3 / 12.1 us (dispatch / alltoall / flex layouts)
 // against 13.9 / 26.1 / 27.3 on 8 blocks of 512.
 template <template <int, int> class Pick, class Shared, class Most, class... Args>
-void launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream, Args... args) {
+bool launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream, Args... args) {
   constexpr int kSmallBlocks = kPortableClusterBlocks;
   if (num_tokens <= kSmallBlocks * kSmallThreads) {
     constexpr auto small = Pick<kSmallThreads, kSmallBlocks>::kernel;
-    if (!cluster_fits<small>(kSmallBlocks, kSmallThreads, most(kSmallThreads)))
-      throw std::runtime_error("fused layout: no cluster of 8 blocks fits this device");
+    if (!cluster_fits<small>(kSmallBlocks, kSmallThreads, most(kSmallThreads))) return false;
     small<<<kSmallBlocks, kSmallThreads, shared(kSmallThreads), stream>>>(args...);
   } else {
     constexpr auto large = Pick<kLargeThreads, kMaxClusterBlocks>::kernel;
@@ -546,9 +545,10 @@ void launch_fused(int num_tokens, Shared shared, Most most, cudaStream_t stream,
     else if (cluster_fits<large8>(kPortableClusterBlocks, kLargeThreads, most(kLargeThreads)))
       large8<<<kPortableClusterBlocks, kLargeThreads, shared(kLargeThreads), stream>>>(args...);
     else
-      throw std::runtime_error("fused layout: no cluster of 8 blocks fits this device");
+      return false;
   }
   EPO_CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 template <int kThreads, int kBlocks>
@@ -585,12 +585,11 @@ bool try_fused_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk
   const int flag_bytes = num_ranks % 8 == 0 && flags % 8 == 0   ? 8
                          : num_ranks % 4 == 0 && flags % 4 == 0 ? 4
                                                                 : 1;
-  launch_fused<DispatchKernel>(
+  return launch_fused<DispatchKernel>(
       num_tokens, [shared](int) { return shared; }, [](int) { return kDefaultSharedLimit; }, stream,
       topk_idx, num_tokens, num_topk,
       vector_ints(topk_idx, num_topk), num_experts, num_ranks, flag_bytes, num_tokens_per_expert,
       num_tokens_per_rank, is_token_in_rank);
-  return true;
 }
 
 bool try_fused_alltoall_layout(const int* topk_idx, const int* num_valid_per_segment,
@@ -610,9 +609,8 @@ bool try_fused_alltoall_layout(const int* topk_idx, const int* num_valid_per_seg
   out.max_rows = max_rows;
   out.bin_offsets = expert_offsets;
   out.align = align;
-  launch_fused<BinKernel<BinMode::kExpert>::Pick>(num_tokens, bin_shared<BinMode::kExpert>,
+  return launch_fused<BinKernel<BinMode::kExpert>::Pick>(num_tokens, bin_shared<BinMode::kExpert>,
                                                    bin_shared<BinMode::kExpert>, stream, args, out);
-  return true;
 }
 
 bool try_fused_flex_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
@@ -627,9 +625,8 @@ bool try_fused_flex_layout(const int* topk_idx, int num_tokens, int num_topk, in
   out.num_per_bin = num_tokens_per_rank;
   out.slot_in_bin = token_slot_in_rank;
   out.slot_vec = vector_ints(token_slot_in_rank, num_ranks);
-  launch_fused<BinKernel<BinMode::kRank>::Pick>(num_tokens, bin_shared<BinMode::kRank>,
+  return launch_fused<BinKernel<BinMode::kRank>::Pick>(num_tokens, bin_shared<BinMode::kRank>,
                                                  bin_shared<BinMode::kRank>, stream, args, out);
-  return true;
 }
 
 }  // namespace epo::kernels::detail

@@ -1,8 +1,8 @@
 #pragma once
 // Internal to kernels/: the single-launch layouts for small inputs (layout_fused.cu), each ONE
 // kernel on one thread-block cluster. The launchers of layout.cu check the arguments and call these
-// first; a call returns false, launching nothing, when the input is past its limits (the caller
-// then takes the multi-kernel path). Arguments and outputs are those of the launchers in
+// first; a call returns false, launching nothing, when the input is past its limits or the device
+// schedules no cluster of the size it needs (the caller then takes the multi-kernel path). Arguments and outputs are those of the launchers in
 // launchers.hpp.
 #include <cstdint>
 
