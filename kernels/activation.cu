@@ -1,7 +1,6 @@
 // SwiGLU forward and backward on fc1 outputs laid out [rows][gate | up]; fp32 math, 16-byte
 // vectors.
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/check.hpp"
 #include "kernels/device_utils.cuh"
@@ -72,20 +71,9 @@ void check_swiglu(const char* fn, int64_t num_rows, int ffn) {
 // thinner wave: 79.5-80 % of a copy's rate on an H200, DeepSeek-V3 rows at 16384 tokens).
 template <auto Kernel>
 int grid_for_vecs(int64_t vecs) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> known[kMaxDevices] = {};  // blocks per SM times SMs; 0: not asked yet
-  int device = 0;
-  EPO_CUDA_CHECK(cudaGetDevice(&device));
-  int capacity = device < kMaxDevices ? known[device].load(std::memory_order_relaxed) : 0;
-  if (capacity == 0) {
-    int num_sms = 0, per_sm = 0;
-    EPO_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-    EPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, 0));
-    capacity = std::max(1, num_sms * per_sm);
-    if (device < kMaxDevices) known[device].store(capacity, std::memory_order_relaxed);
-  }
   const int64_t wanted = (vecs + kThreads - 1) / kThreads;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, capacity)));
+  return static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(wanted, detail::wave_blocks<Kernel>(kThreads))));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // Internal to kernels/: error checks shared by the launchers. CUDA and cuBLAS failures become
 // std::runtime_error naming the call, file and line; bad arguments become std::invalid_argument
 // naming the parameter.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -43,3 +45,26 @@ void require_pointer(const void* ptr, const char* function, const char* name);
 
 /// Checks the launch that was just enqueued.
 #define EPO_CUDA_CHECK_LAUNCH() EPO_CUDA_CHECK(cudaGetLastError())
+
+namespace epo::kernels::detail {
+
+/// Blocks of Kernel (launched with `threads` threads, the same at every call) the current device
+/// holds at once: its occupancy times the SMs, asked once per device.
+template <auto Kernel>
+int wave_blocks(int threads) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet
+  int device = 0;
+  EPO_CUDA_CHECK(cudaGetDevice(&device));
+  int blocks = device < kMaxDevices ? known[device].load(std::memory_order_relaxed) : 0;
+  if (blocks == 0) {
+    int num_sms = 0, per_sm = 0;
+    EPO_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+    EPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0));
+    blocks = std::max(1, num_sms * per_sm);
+    if (device < kMaxDevices) known[device].store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
+}
+
+}  // namespace epo::kernels::detail

@@ -2,7 +2,6 @@
 // top-k copies). Warp per row, 16-byte vectors; fp32 accumulation with explicit fma so the result
 // matches the reference bit for bit.
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/check.hpp"
 #include "kernels/device_utils.cuh"
@@ -23,24 +22,6 @@ int grid_for_rows(int64_t rows) {
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
   const int64_t wanted = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t{num_sms} * 16)));
-}
-
-// Blocks of Kernel the GPU holds at once (its occupancy times the SMs), once per device.
-template <auto Kernel>
-int wave_blocks() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet
-  int device = 0;
-  EPO_CUDA_CHECK(cudaGetDevice(&device));
-  int blocks = device < kMaxDevices ? known[device].load(std::memory_order_relaxed) : 0;
-  if (blocks == 0) {
-    int num_sms = 0, per_sm = 0;
-    EPO_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-    EPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, 0));
-    blocks = std::max(1, num_sms * per_sm);
-    if (device < kMaxDevices) known[device].store(blocks, std::memory_order_relaxed);
-  }
-  return blocks;
 }
 
 // out[num_out_rows][hidden] = x[row_src[r]][hidden] or zeros
@@ -153,8 +134,8 @@ void launch_unpermute(const bf16* y, int64_t num_rows, int hidden, const int* pe
   // for DeepSeek-V3 rows, 85.9 against 83 % for Qwen3-30B-A3B rows), else the unconstrained one
   // (16384 tokens: 91 against 82 %, 89 against 80 %).
   const int grid = grid_for_rows(num_tokens);
-  const bool one_wave_at_4 = grid > wave_blocks<unpermute_kernel>() &&
-                             grid <= wave_blocks<unpermute_kernel_4_per_sm>();
+  const bool one_wave_at_4 = grid > detail::wave_blocks<unpermute_kernel>(kThreads) &&
+                             grid <= detail::wave_blocks<unpermute_kernel_4_per_sm>(kThreads);
   (one_wave_at_4 ? unpermute_kernel_4_per_sm : unpermute_kernel)<<<grid, kThreads, 0, stream>>>(
       reinterpret_cast<const int4*>(y), hidden / kBf16PerVec, permuted_row, topk_weights,
       num_tokens, num_topk, reinterpret_cast<int4*>(out));
