@@ -144,6 +144,7 @@ struct SizedQueue {
     dst[kAhead - 1] = d;
     bytes[kAhead - 1] = b;
   }
+  __device__ __forceinline__ void push_empty() { push(nullptr, 0); }
 };
 
 // The dispatch's pending stores, oldest first: the destination address (16-byte aligned) with
@@ -164,6 +165,7 @@ struct TaggedQueue {
     for (int q = 0; q + 1 < kAhead; ++q) dst[q] = dst[q + 1];
     dst[kAhead - 1] = d;
   }
+  __device__ __forceinline__ void push_empty() { push(0); }
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -207,6 +209,18 @@ __device__ __forceinline__ void store_oldest(RingCursor& cursor, const TaggedQue
   if ((tagged & TaggedQueue::kHasExtra) != 0)
     for (char* const* e = ring.extra[s]; *e != nullptr; ++e) bulk_store(*e, chunk, bytes);
   bulk_commit();
+}
+
+// Stores the queue's pending tasks (the last kAhead issued; store_oldest() stores the oldest),
+// then waits for every store.
+template <class Queue, class StoreOldest>
+__device__ __forceinline__ void drain(const RingCursor& cursor, Queue& queue,
+                                      StoreOldest store_oldest) {
+  for (int q = 0; q < kAhead; ++q) {
+    if (cursor.issued - kAhead + q >= 0) store_oldest();
+    queue.push_empty();
+  }
+  bulk_wait_all();
 }
 #endif
 
@@ -377,14 +391,9 @@ __global__ void __launch_bounds__(kDispatchThreads)
       __syncwarp();
       if (n + 2 < my_batches) named_barrier_arrive(kTableFree + half);
     }
-    if (lane == 0) {  // the last kAhead tasks' stores, then wait for every store
-      for (int q = 0; q < kAhead; ++q) {
-        if (cursor.issued - kAhead + q >= 0)
-          store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
-        queue.push(0);
-      }
-      bulk_wait_all();
-    }
+    if (lane == 0)
+      drain(cursor, queue,
+            [&] { store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes); });
     __syncwarp();
   }
 #endif
@@ -437,11 +446,7 @@ __global__ void __launch_bounds__(kBulkThreads)
         queue.push(dst + offset, bytes);
       }
     }
-    for (int q = 0; q < kAhead; ++q) {  // the last kAhead tasks' stores, then wait for every store
-      if (cursor.issued - kAhead + q >= 0) store_oldest(cursor, queue, ring, stages);
-      queue.push(nullptr, 0);
-    }
-    bulk_wait_all();
+    drain(cursor, queue, [&] { store_oldest(cursor, queue, ring, stages); });
   }
   __syncwarp();
 #endif
