@@ -9,6 +9,6 @@ if(EPO_WITH_CUDA)
     bench_kernels_flex_nvlink.cpp
     bench_kernels_device.cu)
   epo_target_options(bench_kernels)
-  target_link_libraries(bench_kernels PRIVATE epo_bench_harness epo::kernels CUDA::cudart CUDA::cublas)
+  target_link_libraries(bench_kernels PRIVATE epo_bench_harness epo::kernels epo::model CUDA::cudart CUDA::cublas)
   target_compile_definitions(bench_kernels PRIVATE EPO_GIT_REVISION="${EPO_GIT_REVISION}")
 endif()

@@ -1,5 +1,6 @@
 #pragma once
 // Pieces shared by the forward and backward layer code.
+#include "executor/expert_gemm.hpp"
 #include "executor/rank_state.hpp"
 
 namespace epo::exec {
@@ -12,13 +13,12 @@ inline std::size_t flex_send_ws_offset(const RankState& rs) {
   return (recv + 255) / 256 * 256;
 }
 
-/// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (model::Options::expert_gemm).
+/// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (model::Options::expert_gemm),
+/// decided on fc1's weight (hidden x 2 * expert_ffn) as the cost model does.
 inline kernels::GroupedGemmAlgo expert_gemm_algo(const RankState& rs, const Splits& sp) {
-  switch (resolve_expert_gemm(rs.config().opt.expert_gemm, sp)) {
-    case ExpertGemm::grouped: return kernels::GroupedGemmAlgo::kGroupedBatched;
-    case ExpertGemm::streams: return kernels::GroupedGemmAlgo::kMultiStream;
-    default: return kernels::GroupedGemmAlgo::kPerExpertLoop;
-  }
+  const double fc1_weight = 2.0 * rs.shape().expert_ffn * rs.shape().hidden;
+  return kernel_algo(resolve_expert_gemm(rs.config().opt.expert_gemm, sp, fc1_weight,
+                                         rs.config().virtual_ranks > 0));
 }
 
 }  // namespace epo::exec

@@ -15,7 +15,8 @@
 //    writes the device pointer arrays.
 // The grouped API can win when many experts get few rows (launch-bound). bench_kernels measures
 // all paths (rows gg_fwd_loop / gg_fwd_batched / gg_fwd_streams, balanced and skewed routing) so
-// the default can follow numbers.
+// the default can follow numbers. epo run's automatic choice (model::automatic_expert_gemm) takes
+// the grouped launch for few rows per expert and kMultiStream for small weights (below).
 //
 // kMultiStream: one expert GEMM of Qwen3-30B-A3B (2048 x 1536 x 2048) is 96-192 output tiles on
 // 132 SMs, so each GEMM ends in a partly idle wave (81-84% of one dense GEMM of the same FLOPs on
@@ -23,6 +24,7 @@
 // their own cuBLAS handles because a handle's default workspace must not serve two concurrently
 // running streams.
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -126,12 +128,12 @@ void run_grouped_batched(cublasHandle_t handle, const std::vector<RowMajorGemm>&
   }
 }
 
-// Side streams, their cuBLAS handles and the fork/join events of one device, created on first
-// use and kept for the life of the process (destroying them from a static destructor could run
-// after the CUDA runtime has shut down).
+// Side streams, their cuBLAS handles and the fork/join events of one caller stream on one device,
+// created on first use and kept for the life of the process (destroying them from a static
+// destructor could run after the CUDA runtime has shut down). Each caller stream has its own, so
+// virtual ranks sharing a GPU (one stream each) do not queue behind each other's experts.
 constexpr int kSideStreams = 3;
 struct SidePool {
-  int device = -1;
   cudaStream_t streams[kSideStreams] = {};
   cublasHandle_t handles[kSideStreams] = {};
   cudaEvent_t fork = nullptr;
@@ -143,22 +145,21 @@ std::mutex& side_pool_mutex() {
   return mutex;
 }
 
-SidePool& side_pool(int device) {
-  static std::vector<SidePool*> pools;  // by device; never freed (see above)
-  if (device >= static_cast<int>(pools.size())) pools.resize(device + 1, nullptr);
-  if (pools[device] == nullptr) {
-    auto* pool = new SidePool;
-    pool->device = device;
+SidePool& side_pool(int device, cudaStream_t caller) {
+  static std::map<std::pair<int, cudaStream_t>, SidePool*> pools;  // never freed (see above)
+  SidePool*& pool = pools[{device, caller}];
+  if (pool == nullptr) {
+    auto* p = new SidePool;
     for (int i = 0; i < kSideStreams; ++i) {
-      EPO_CUDA_CHECK(cudaStreamCreateWithFlags(&pool->streams[i], cudaStreamNonBlocking));
-      EPO_CUBLAS_CHECK(cublasCreate(&pool->handles[i]));
-      EPO_CUBLAS_CHECK(cublasSetStream(pool->handles[i], pool->streams[i]));
-      EPO_CUDA_CHECK(cudaEventCreateWithFlags(&pool->join[i], cudaEventDisableTiming));
+      EPO_CUDA_CHECK(cudaStreamCreateWithFlags(&p->streams[i], cudaStreamNonBlocking));
+      EPO_CUBLAS_CHECK(cublasCreate(&p->handles[i]));
+      EPO_CUBLAS_CHECK(cublasSetStream(p->handles[i], p->streams[i]));
+      EPO_CUDA_CHECK(cudaEventCreateWithFlags(&p->join[i], cudaEventDisableTiming));
     }
-    EPO_CUDA_CHECK(cudaEventCreateWithFlags(&pool->fork, cudaEventDisableTiming));
-    pools[device] = pool;
+    EPO_CUDA_CHECK(cudaEventCreateWithFlags(&p->fork, cudaEventDisableTiming));
+    pool = p;
   }
-  return *pools[device];
+  return *pool;
 }
 
 // Experts go to the least-loaded lane (lane 0 = the caller's stream), largest first, so a skewed
@@ -168,7 +169,7 @@ void run_multi_stream(cublasHandle_t handle, const std::vector<RowMajorGemm>& pr
   int device = 0;
   EPO_CUDA_CHECK(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(side_pool_mutex());
-  SidePool& pool = side_pool(device);
+  SidePool& pool = side_pool(device, stream);
   constexpr int kLanes = kSideStreams + 1;
   std::vector<int> order(problems.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);

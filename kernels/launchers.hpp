@@ -158,8 +158,9 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
 
 /// How a grouped GEMM is issued. kPerExpertLoop is the default (see grouped_gemm.cu for why).
 /// kMultiStream: the same per-expert GEMMs spread over `stream` and 3 internal side streams (own
-/// cuBLAS handles, math mode copied from `handle`), forked from and joined back into `stream`
-/// with events, so GEMMs that fill only part of the GPU overlap; no workspace.
+/// cuBLAS handles, math mode copied from `handle`; one set per caller stream), forked from and
+/// joined back into `stream` with events, so GEMMs that fill only part of the GPU overlap; no
+/// workspace. epo run's `--expert-gemm auto` picks among the three by model::automatic_expert_gemm.
 enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched, kMultiStream };
 
 /// Bytes of device workspace the kGroupedBatched path needs (3 pointer arrays); 0 for the loop.

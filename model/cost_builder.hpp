@@ -56,14 +56,32 @@ class Builder {
   /// at grouped_gemm_efficiency of its rate; each call costs grouped_call_us.
   Component grouped_gemm(const char* name, double m, double n, double k, double count,
                          double launches) const {
+    return filled_gemm(name, m, n, k, count, launches, hw_.grouped_gemm_efficiency,
+                       hw_.grouped_call_cost_us());
+  }
+
+  /// `count` expert GEMMs of m x n x k as `calls` library calls spread over four streams
+  /// (ExpertGemm::streams): each GEMM's last, partly idle wave of tiles is filled by the next
+  /// one's, so together they run like one GEMM of all m * count rows; each call costs
+  /// gemm_call_us.
+  Component streams_gemm(const char* name, double m, double n, double k, double count,
+                         double calls) const {
+    return filled_gemm(name, m, n, k, count, calls, 1.0, hw_.gemm_call_cost_us());
+  }
+
+  /// GEMMs whose tiles fill the GPU like one GEMM of all m * count rows, at `efficiency` of its
+  /// rate, in `calls` library calls of `call_us` each.
+  Component filled_gemm(const char* name, double m, double n, double k, double count, double calls,
+                        double efficiency, double call_us) const {
     Component c;
     c.name = name;
-    c.num_kernels = static_cast<int>(std::lround(std::max(1.0, launches)));
+    c.num_kernels = static_cast<int>(std::lround(std::max(1.0, calls)));
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return c;
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
-    c.duration_us = timed(gemm_work_us(hw_, m, n, k, count, s_.fp8, true),
-                          std::max(1.0, launches), hw_.grouped_call_cost_us());
+    const double tflops = gemm_tflops(hw_, m * count, n, k, s_.fp8) * efficiency;
+    const double work = std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes));
+    c.duration_us = timed(work, std::max(1.0, calls), call_us);
     set_accumulate(c, m, n, k, count);
     return c;
   }

@@ -201,15 +201,19 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(ag);
     }
-    // Small experts run as one grouped launch per batch of experts (a pointer kernel and the
-    // grouped GEMM), whose tiles fill the GPU like one GEMM of all the rows.
-    const bool grouped =
-        o.expert_gemm == ExpertGemm::grouped ||
-        (o.expert_gemm == ExpertGemm::automatic && me < kGroupedLaunchMaxRowsPerExpert);
+    // The executor's path for the layer's expert GEMMs (decided on fc1's weight): small experts
+    // run as one grouped launch per batch of experts (a pointer kernel and the grouped GEMM),
+    // small weights on a GPU of their own on four streams, both filling the GPU like one GEMM
+    // of all the rows; otherwise one GEMM per expert.
+    const ExpertGemm path = o.expert_gemm != ExpertGemm::automatic
+                                ? o.expert_gemm
+                                : automatic_expert_gemm(me, glu * F * h, b.cfg_.virtual_ranks > 0);
     auto expert_gemm = [&](const char* name, double n, double k) {
-      const double launches = std::ceil(calls / kGroupedLaunchBatch);
-      Component c = grouped ? b.grouped_gemm(name, me, n, k, E_l, launches)
-                            : b.gemm(name, me, n, k, E_l, true, calls);
+      Component c =
+          path == ExpertGemm::grouped
+              ? b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch))
+          : path == ExpertGemm::streams ? b.streams_gemm(name, me, n, k, E_l, calls)
+                                        : b.gemm(name, me, n, k, E_l, true, calls);
       // Only the experts with rows accumulate a weight gradient.
       if (calls < E_l) b.set_accumulate(c, P / std::max(1.0, calls), n, k, calls);
       return c;

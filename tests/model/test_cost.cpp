@@ -1,6 +1,7 @@
 // Golden op costs of the tiny model (h=256, 4 heads x 64, 4 KV heads, 8 experts top-2, expert
 // FFN 128, SwiGLU), seq 1024, mbs 1, tp 1, balanced routing; each value derived by hand.
 #include "catch.hpp"
+#include "model/config_io.hpp"
 #include "model/cost.hpp"
 #include "test_helpers.hpp"
 
@@ -212,4 +213,48 @@ TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are
   const StepCosts g = compute_step_costs(cfg);
   CHECK(g.moe_layer.get(OpKind::mlp, Direction::forward).host_ns == 0);
   CHECK(g.embedding_fwd.duration_ns == 0);
+}
+
+TEST_CASE("expert GEMMs: auto takes four streams for a small weight on a GPU of its own",
+          "[cost]") {
+  Config cfg;
+  cfg.model_name = "qwen3-30b-a3b";
+  cfg.model = load_model_preset("qwen3-30b-a3b");
+  cfg.hardware_name = "h200-sxm";
+  cfg.hw = load_hardware_preset("h200-sxm");
+  cfg.num_gpus = 8;
+  cfg.par.ep = 8;
+  cfg.par.seq_length = 4096;
+  cfg.par.micro_batch_size = 1;
+  cfg.par.global_batch_size = 8;
+  cfg.opt.routing.kind = RoutingKind::balanced;
+  cfg.derive_and_check();
+  auto fc1 = [](Config c, ExpertGemm g) {
+    c.opt.expert_gemm = g;
+    const StepCosts sc = compute_step_costs(c);
+    for (const auto& p : sc.moe_layer.get(OpKind::mlp, Direction::forward).parts)
+      if (p.name == std::string("expert.fc1")) return p;
+    FAIL("no expert.fc1");
+    return Component{};
+  };
+  // 4096 tokens x top-8 over 16 local experts: 2048 rows each; fc1's weight 2048 x 1536.
+  const Component per_expert = fc1(cfg, ExpertGemm::per_expert);
+  const Component streams = fc1(cfg, ExpertGemm::streams);
+  const Component automatic = fc1(cfg, ExpertGemm::automatic);
+  CHECK(streams.flops == Approx(per_expert.flops));
+  CHECK(streams.duration_us < per_expert.duration_us);
+  CHECK(automatic.duration_us == Approx(streams.duration_us));
+  // Virtual ranks share one GPU: the other ranks' streams fill it, so auto stays per expert.
+  Config shared = cfg;
+  shared.virtual_ranks = shared.num_gpus;
+  shared.derive_and_check();
+  CHECK(fc1(shared, ExpertGemm::automatic).duration_us ==
+        Approx(fc1(shared, ExpertGemm::per_expert).duration_us));
+  // DeepSeek-V3's expert weight (7168 x 4096) stays on one GEMM per expert.
+  Config big = cfg;
+  big.model_name = "deepseek-v3";
+  big.model = load_model_preset("deepseek-v3");
+  big.derive_and_check();
+  CHECK(fc1(big, ExpertGemm::automatic).duration_us ==
+        Approx(fc1(big, ExpertGemm::per_expert).duration_us));
 }
