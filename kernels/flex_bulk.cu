@@ -229,6 +229,8 @@ __device__ __forceinline__ void drain(const RingCursor& cursor, Queue& queue,
 // table and writes their top-k meta; warp 0's lane 0 turns each batch's rows that leave this rank
 // into chunk tasks of the ring. Named barriers hand the table's halves back and forth, so the
 // routing of the next batch is read while the rows of this one move.
+// kOneChunk: every row is one chunk (rows up to kMaxChunkBytes, as DeepSeek-V3's 14 KB).
+template <bool kOneChunk>
 __global__ void __launch_bounds__(kDispatchThreads)
     bulk_dispatch_send_kernel(SendArgs a, int chunk_bytes, int tail_bytes, int chunks_per_row,
                               const char* __restrict__ x, const int* __restrict__ topk_idx,
@@ -248,7 +250,7 @@ __global__ void __launch_bounds__(kDispatchThreads)
   // when it has further destinations (table_rest), filled by the routing warp, so the copying
   // thread finds a row's first store in one read (not a mask, then a slot, then a base, one after
   // the other; each read by that thread waits behind the SM's bulk copies).
-  __shared__ uintptr_t table_first[2][kBatch];
+  __shared__ __align__(16) uintptr_t table_first[2][kBatch];
   __shared__ uint64_t table_rest[2][kBatch];
   __shared__ uint64_t full_mask[kBatch];      // the routing warp's: every destination
   const int lane = threadIdx.x % kWarpSize;
@@ -353,39 +355,44 @@ __global__ void __launch_bounds__(kDispatchThreads)
       if (lane == 0) {
         const char* batch_x =
             x + static_cast<int64_t>((blockIdx.x + n * gridDim.x) * kBatch) * row_bytes;
-        // One flat loop over the batch's (row, chunk) tasks: per task about the instructions of the
-        // combine's loop, which holds the link's rate (the register queue and a flat loop took the
-        // dispatch from 58 % to 93 % of a plain bulk copy's rate per SM on two H200s; a loop over
-        // each row's chunks inside a loop over rows, or a separate loop for one-chunk rows, ran
-        // slower). A task: chunk c of row i, stored at the row's first destination (`first`, flag
-        // bit cleared) and at its further ones, if any.
-        int i = 0, c = 0;
-        for (int task = 0; task < kBatch * chunks_per_row; ++task) {
-          const uintptr_t first = table_first[half][i];
-          const int row = i;
-          const int offset = c * chunk_bytes;
-          const uintptr_t tail = ++c == chunks_per_row ? TaggedQueue::kTail : 0;
-          if (tail != 0) {
-            c = 0;
-            ++i;
-          }
+        // The batch's first destinations go into registers at once (vector loads issued back to
+        // back: one round trip per batch, where a read per row waited behind the SM's bulk copies
+        // before every task), and the rows are unrolled so each task finds its own in a register.
+        // A task: chunk c of row `row`, stored at the row's first destination (`first`, flag bit
+        // cleared) and at its further ones, if any. Per task about the instructions of the
+        // combine's loop, which holds the link's rate.
+        uintptr_t firsts[kBatch];
+#pragma unroll
+        for (int r = 0; r < kBatch; r += 2) {
+          const ulonglong2 v = *reinterpret_cast<const ulonglong2*>(&table_first[half][r]);
+          firsts[r] = static_cast<uintptr_t>(v.x);
+          firsts[r + 1] = static_cast<uintptr_t>(v.y);
+        }
+#pragma unroll
+        for (int row = 0; row < kBatch; ++row) {
+          const uintptr_t first = firsts[row];
           if (first == 0) continue;
-          const int s = claim_stage(cursor);
-          uintptr_t tagged = ((first & ~uintptr_t{1}) + offset) | tail;
-          if ((first & 1u) != 0) {
-            char** extra = ring.extra[s];
-            for (uint64_t m = table_rest[half][row]; m != 0; m &= m - 1) {
-              const int d = __ffsll(static_cast<long long>(m)) - 1;
-              *extra++ = dst_x[d] + table_slot[half][row][d] * row_bytes + offset;
+          for (int c = 0; c < (kOneChunk ? 1 : chunks_per_row); ++c) {
+            const int offset = c * chunk_bytes;
+            const uintptr_t tail =
+                kOneChunk || c + 1 == chunks_per_row ? TaggedQueue::kTail : uintptr_t{0};
+            const int s = claim_stage(cursor);
+            uintptr_t tagged = ((first & ~uintptr_t{1}) + offset) | tail;
+            if ((first & 1u) != 0) {
+              char** extra = ring.extra[s];
+              for (uint64_t m = table_rest[half][row]; m != 0; m &= m - 1) {
+                const int d = __ffsll(static_cast<long long>(m)) - 1;
+                *extra++ = dst_x[d] + table_slot[half][row][d] * row_bytes + offset;
+              }
+              *extra = nullptr;
+              tagged |= TaggedQueue::kHasExtra;
             }
-            *extra = nullptr;
-            tagged |= TaggedQueue::kHasExtra;
+            bulk_load(stages + s * chunk_bytes, batch_x + row * row_bytes + offset,
+                      tail != 0 ? tail_bytes : chunk_bytes, &ring.full[s]);
+            if (cursor.issued > kAhead)
+              store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
+            queue.push(tagged);
           }
-          bulk_load(stages + s * chunk_bytes, batch_x + row * row_bytes + offset,
-                    tail != 0 ? tail_bytes : chunk_bytes, &ring.full[s]);
-          if (cursor.issued > kAhead)
-            store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
-          queue.push(tagged);
         }
       }
       __syncwarp();
@@ -480,7 +487,8 @@ bool bulk_copies_supported() {
   EPO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const bool ok = major >= 9;
   if (ok) {
-    for (const void* kernel : {reinterpret_cast<const void*>(bulk_dispatch_send_kernel),
+    for (const void* kernel : {reinterpret_cast<const void*>(bulk_dispatch_send_kernel<true>),
+                               reinterpret_cast<const void*>(bulk_dispatch_send_kernel<false>),
                                reinterpret_cast<const void*>(bulk_combine_send_kernel)})
       EPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kMaxDynamicSmem)));
@@ -501,7 +509,8 @@ void launch_bulk_dispatch_send(const SendArgs& args, const int4* x, const int* t
   const int chunk_bytes = static_cast<int>((row_bytes / 16 + chunks - 1) / chunks * 16);
   const int tail_bytes = static_cast<int>(row_bytes - int64_t{chunks - 1} * chunk_bytes);
   const size_t smem = size_t{kStages} * chunk_bytes;
-  launch_chained(bulk_dispatch_send_kernel, num_sms, kDispatchThreads, smem, stream, args,
+  launch_chained(chunks == 1 ? bulk_dispatch_send_kernel<true> : bulk_dispatch_send_kernel<false>,
+                 num_sms, kDispatchThreads, smem, stream, args,
                  chunk_bytes, tail_bytes, chunks, reinterpret_cast<const char*>(x), topk_idx,
                  topk_weights, token_slot_in_rank, num_tokens_per_rank, peers, own);
 }
