@@ -72,6 +72,8 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
     *flex_.error = kernels::FlexError{};
   }
   init_weights();
+  if (cfg.opt.expert_gemm == model::ExpertGemm::streams)  // the expert GEMMs' stream
+    kernels::prepare_grouped_gemm(kernels::GroupedGemmAlgo::kMultiStream, compute());
   EPO_CHECK_CUDA(cudaStreamSynchronize(compute()));
 }
 

@@ -206,6 +206,18 @@ void run_multi_stream(cublasHandle_t handle, const std::vector<RowMajorGemm>& pr
   }
 }
 
+}  // namespace
+
+void prepare_grouped_gemm(GroupedGemmAlgo algo, cudaStream_t stream) {
+  if (algo != GroupedGemmAlgo::kMultiStream) return;
+  int device = 0;
+  EPO_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(side_pool_mutex());
+  side_pool(device, stream);
+}
+
+namespace {
+
 void run_grouped(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems, float beta,
                  GroupedGemmAlgo algo, void* workspace, cudaStream_t stream, const char* fn) {
   if (problems.empty()) return;

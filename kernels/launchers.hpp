@@ -163,6 +163,12 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
 /// workspace. epo run's `--expert-gemm auto` picks among the three by model::automatic_expert_gemm.
 enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched, kMultiStream };
 
+/// Creates what `algo` keeps per caller stream (kMultiStream: the side streams, their cuBLAS
+/// handles and events for `stream` on the current device), so the first grouped GEMM does not
+/// create cuBLAS handles while other work runs (handle creation may synchronize the device).
+/// Nothing for the other paths.
+void prepare_grouped_gemm(GroupedGemmAlgo algo, cudaStream_t stream);
+
 /// Bytes of device workspace the kGroupedBatched path needs (3 pointer arrays); 0 for the loop.
 size_t grouped_gemm_workspace_bytes(int num_experts);
 
