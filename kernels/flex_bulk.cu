@@ -204,11 +204,13 @@ __device__ __forceinline__ void store_oldest(RingCursor& cursor, const TaggedQue
   const int s = landed_stage(cursor, ring);
   const char* chunk = stages + s * chunk_bytes;
   const uintptr_t tagged = queue.dst[0];
-  const int bytes = (tagged & TaggedQueue::kTail) != 0 ? tail_bytes : chunk_bytes;
-  bulk_store(reinterpret_cast<char*>(tagged & ~TaggedQueue::kTags), chunk, bytes);
-  if ((tagged & TaggedQueue::kHasExtra) != 0)
-    for (char* const* e = ring.extra[s]; *e != nullptr; ++e) bulk_store(*e, chunk, bytes);
-  bulk_commit();
+  if (tagged != 0) {  // 0: a row loaded before its routing was read that stays on this rank
+    const int bytes = (tagged & TaggedQueue::kTail) != 0 ? tail_bytes : chunk_bytes;
+    bulk_store(reinterpret_cast<char*>(tagged & ~TaggedQueue::kTags), chunk, bytes);
+    if ((tagged & TaggedQueue::kHasExtra) != 0)
+      for (char* const* e = ring.extra[s]; *e != nullptr; ++e) bulk_store(*e, chunk, bytes);
+  }
+  bulk_commit();  // an empty group for a 0 entry: every task commits one
 }
 
 // Stores the queue's pending tasks (the last kAhead issued; store_oldest() stores the oldest),
@@ -349,6 +351,23 @@ __global__ void __launch_bounds__(kDispatchThreads)
     cursor.clear();
     TaggedQueue queue;
     queue.clear();
+    // The first batch's first kAhead tasks are loaded before its routing has been read (their
+    // sources are known, only their destinations wait for the table): the loads' round trips
+    // overlap the routing warp's. Those tasks are issued whatever their destinations; one that
+    // stays on this rank is a 0 entry of the queue, whose stage is freed without a store.
+    int preloaded = 0;
+    if (lane == 0 && my_batches > 0) {
+      const int rows = min(kBatch, a.num_tokens - static_cast<int>(blockIdx.x) * kBatch);
+      preloaded = min(kAhead, rows * chunks_per_row);
+      const char* batch_x = x + static_cast<int64_t>(blockIdx.x * kBatch) * row_bytes;
+      for (int task = 0; task < preloaded; ++task) {
+        const int row = kOneChunk ? task : task / chunks_per_row;
+        const int c = kOneChunk ? 0 : task % chunks_per_row;
+        const int s = claim_stage(cursor);  // == task
+        bulk_load(stages + s * chunk_bytes, batch_x + row * row_bytes + c * chunk_bytes,
+                  c + 1 == chunks_per_row ? tail_bytes : chunk_bytes, &ring.full[s]);
+      }
+    }
     for (int n = 0; n < my_batches; ++n) {
       const int half = n % 2;
       named_barrier_sync(kTableFull + half);
@@ -375,8 +394,12 @@ __global__ void __launch_bounds__(kDispatchThreads)
             ++i;
             next_first = table_first[half][i < kBatch ? i : kBatch - 1];
           }
-          if (first == 0) continue;
-          const int s = claim_stage(cursor);
+          const bool loaded = n == 0 && task < preloaded;  // in stage `task`
+          if (first == 0) {
+            if (loaded) queue.push_empty();
+            continue;
+          }
+          const int s = loaded ? task : claim_stage(cursor);
           uintptr_t tagged = ((first & ~uintptr_t{1}) + offset) | tail;
           if ((first & 1u) != 0) {
             char** extra = ring.extra[s];
@@ -387,10 +410,12 @@ __global__ void __launch_bounds__(kDispatchThreads)
             *extra = nullptr;
             tagged |= TaggedQueue::kHasExtra;
           }
-          bulk_load(stages + s * chunk_bytes, batch_x + row * row_bytes + offset,
-                    tail != 0 ? tail_bytes : chunk_bytes, &ring.full[s]);
-          if (cursor.issued > kAhead)
-            store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
+          if (!loaded) {
+            bulk_load(stages + s * chunk_bytes, batch_x + row * row_bytes + offset,
+                      tail != 0 ? tail_bytes : chunk_bytes, &ring.full[s]);
+            if (cursor.issued > kAhead)
+              store_oldest(cursor, queue, ring, stages, chunk_bytes, tail_bytes);
+          }
           queue.push(tagged);
         }
       }

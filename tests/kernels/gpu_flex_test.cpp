@@ -41,6 +41,14 @@ TEST_CASE("flex bulk-copy sends match the reference pipeline", "[kernels][gpu]")
     test::run_flex_case(c, seed);
     seed += 100;
   }
+  // Top-1 over two ranks: about half the rows stay on their rank, among them rows a block loads
+  // before it has read their routing (the first kAhead of its first batch), with one chunk and
+  // with two.
+  for (const int hidden : {2048, 10240}) {
+    test::FlexCase c{200, hidden, 1, 16, {0, 0}, {1, 3}, kFlexSendBulk};
+    test::run_flex_case(c, seed);
+    seed += 100;
+  }
   // Tiny rows (32 bytes) and every rank a destination of most tokens.
   test::FlexCase c{70, 16, 4, 8, {0, 0, 0, 0}, {2, 1}, kFlexSendBulk};
   test::run_flex_case(c, 9);
