@@ -140,13 +140,15 @@ struct SidePool {
   cudaEvent_t join[kSideStreams] = {};
 };
 
-std::mutex& side_pool_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
+// The pool of `caller` on `device`, created on first use. The lock covers only the lookup and
+// the creation, never the GEMMs' issue: with a thread per GPU, a thread that blocked in a CUDA
+// call while holding it (a call that waits for its device, whose collective waits for the other
+// GPU's thread) would stop the other thread at the lock, and neither would go on. Each pool is
+// used by the one thread that issues on its caller stream.
 SidePool& side_pool(int device, cudaStream_t caller) {
+  static std::mutex mutex;
   static std::map<std::pair<int, cudaStream_t>, SidePool*> pools;  // never freed (see above)
+  std::lock_guard<std::mutex> lock(mutex);
   SidePool*& pool = pools[{device, caller}];
   if (pool == nullptr) {
     auto* p = new SidePool;
@@ -168,7 +170,6 @@ void run_multi_stream(cublasHandle_t handle, const std::vector<RowMajorGemm>& pr
                       cudaStream_t stream) {
   int device = 0;
   EPO_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(side_pool_mutex());
   SidePool& pool = side_pool(device, stream);
   constexpr int kLanes = kSideStreams + 1;
   std::vector<int> order(problems.size());
@@ -212,7 +213,6 @@ void prepare_grouped_gemm(GroupedGemmAlgo algo, cudaStream_t stream) {
   if (algo != GroupedGemmAlgo::kMultiStream) return;
   int device = 0;
   EPO_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(side_pool_mutex());
   side_pool(device, stream);
 }
 
