@@ -130,12 +130,13 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
                    std::to_string(rows) + "x" + std::to_string(H) + "x" + std::to_string(N), tokens,
                    dense_fwd, -1, gflop, -1});
 
-  // Goals on the per-expert loop and the four streams; which one epo run takes by itself.
-  const auto chosen =
-      epo::exec::kernel_algo(model::automatic_expert_gemm(static_cast<double>(rows) / local));
+  // The goal is on the path epo run's `--expert-gemm auto` takes for this shape on a GPU of its
+  // own; the other paths are reported next to it.
+  const auto chosen = epo::exec::kernel_algo(model::automatic_expert_gemm(
+      static_cast<double>(rows) / local, static_cast<double>(H) * N, false));
   report.context("gg_auto " + tag(shape, tokens),
                  std::string("epo run --expert-gemm auto takes the ") + algo_name(chosen) +
-                     " path here (model::automatic_expert_gemm; streams by --expert-gemm streams)");
+                     " path here (model::automatic_expert_gemm, one rank per GPU)");
   struct Routing {
     const char* name;
     std::vector<int> counts;
@@ -156,9 +157,9 @@ void gemm_rows(Report& report, const Shape& shape, int tokens, int num_ranks, cu
             stream, timing);
         const double pct =
             add_row(report, {op, shape.model, param, tokens, t, -1, gflop, dense_fwd});
-        if (algo != ek::GroupedGemmAlgo::kGroupedBatched && std::string(r.name) == "balanced")
-          report.goal(op + " " + tag(shape, tokens) + " of dense GEMM", pct, ">=", kGemmGoalPct,
-                      "%");
+        if (algo == chosen && std::string(r.name) == "balanced")
+          report.goal(op + " " + tag(shape, tokens) + " of dense GEMM (auto's path)", pct,
+                      ">=", kGemmGoalPct, "%");
       } catch (const std::exception& e) {
         report.context(op + " " + tag(shape, tokens), std::string("unavailable: ") + e.what());
         cudaGetLastError();

@@ -13,9 +13,12 @@ inline std::size_t flex_send_ws_offset(const RankState& rs) {
   return (recv + 255) / 256 * 256;
 }
 
-/// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (model::Options::expert_gemm).
+/// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (model::Options::expert_gemm),
+/// decided on fc1's weight (hidden x 2 * expert_ffn) as the cost model does.
 inline kernels::GroupedGemmAlgo expert_gemm_algo(const RankState& rs, const Splits& sp) {
-  return kernel_algo(resolve_expert_gemm(rs.config().opt.expert_gemm, sp));
+  const double fc1_weight = 2.0 * rs.shape().expert_ffn * rs.shape().hidden;
+  return kernel_algo(resolve_expert_gemm(rs.config().opt.expert_gemm, sp, fc1_weight,
+                                         rs.config().virtual_ranks > 0));
 }
 
 }  // namespace epo::exec

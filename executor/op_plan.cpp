@@ -162,13 +162,14 @@ Splits flex_splits(const std::vector<int>& loc_counts, int align) {
   return s;
 }
 
-ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp) {
+ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp, double weight_elems,
+                               bool shared_gpu) {
   if (requested != ExpertGemm::automatic) return requested;
   if (sp.loc_rows.empty()) return ExpertGemm::per_expert;
   std::int64_t rows = 0;
   for (int r : sp.loc_rows) rows += r;
   const double mean = static_cast<double>(rows) / static_cast<double>(sp.loc_rows.size());
-  return model::automatic_expert_gemm(mean);
+  return model::automatic_expert_gemm(mean, weight_elems, shared_gpu);
 }
 
 std::vector<float> skew_log_weights(const model::Config& cfg, int num_experts) {

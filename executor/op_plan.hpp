@@ -61,10 +61,12 @@ Splits alltoall_splits(const std::vector<int>& counts, int num_ranks, int num_ex
 /// Splits of a flex receive: only the local expert rows are known (loc counts per expert).
 Splits flex_splits(const std::vector<int>& loc_counts, int align = 1);
 
-/// The path `requested` resolves to for a rank's expert rows `sp` (automatic:
-/// model::automatic_expert_gemm over the mean rows per local expert, the rule the cost model
-/// counts launches by).
-ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp);
+/// The path `requested` resolves to for a rank's expert rows `sp` whose GEMMs have an n x k
+/// weight of `weight_elems` elements (automatic: model::automatic_expert_gemm over the mean rows
+/// per local expert, the rule the cost model counts launches by; `shared_gpu` under virtual
+/// ranks).
+ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp, double weight_elems,
+                               bool shared_gpu);
 
 /// Log weight of each of `num_experts` experts for the executor's routing draws: 0 except for
 /// skewed routing, where it is ln(popularity / top popularity) of model::expert_popularity, so

@@ -72,7 +72,10 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
     *flex_.error = kernels::FlexError{};
   }
   init_weights();
-  if (cfg.opt.expert_gemm == model::ExpertGemm::streams)  // the expert GEMMs' stream
+  // The expert GEMMs' side streams and handles, before any collective runs, wherever the four
+  // streams may be taken (asked for, or by auto on a GPU of its own).
+  if (cfg.opt.expert_gemm == model::ExpertGemm::streams ||
+      (cfg.opt.expert_gemm == model::ExpertGemm::automatic && cfg.virtual_ranks == 0))
     kernels::prepare_grouped_gemm(kernels::GroupedGemmAlgo::kMultiStream, compute());
   EPO_CHECK_CUDA(cudaStreamSynchronize(compute()));
 }

@@ -19,8 +19,7 @@ enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
 enum class RoutingKind { balanced, uniform, skewed };
 /// How the executor issues a rank's expert GEMMs through cuBLAS (and the model counts them).
 enum class ExpertGemm {
-  automatic,   ///< automatic_expert_gemm (cost.hpp): grouped below 512 rows per expert, else
-               ///< per_expert
+  automatic,   ///< automatic_expert_gemm (cost.hpp): by rows per expert, weight size, GPU sharing
   per_expert,  ///< one GEMM per non-empty expert
   grouped,     ///< one grouped launch (cublasGemmGroupedBatchedEx) per batch of experts
   streams,     ///< per-expert GEMMs spread over four streams

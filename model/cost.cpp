@@ -73,8 +73,10 @@ double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, dou
   return std::max(flops / (tflops * 1e6), memory_time_us(hw, bytes));
 }
 
-ExpertGemm automatic_expert_gemm(double mean_rows) {
-  return mean_rows < kGroupedLaunchMaxRowsPerExpert ? ExpertGemm::grouped : ExpertGemm::per_expert;
+ExpertGemm automatic_expert_gemm(double mean_rows, double weight_elems, bool shared_gpu) {
+  if (mean_rows < kGroupedLaunchMaxRowsPerExpert) return ExpertGemm::grouped;
+  if (!shared_gpu && weight_elems <= kStreamsMaxWeightElems) return ExpertGemm::streams;
+  return ExpertGemm::per_expert;
 }
 
 double memory_time_us(const HardwareProfile& hw, Bytes bytes) {

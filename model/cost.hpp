@@ -119,12 +119,21 @@ double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, dou
 /// layers, alltoall, `epo run --expert-gemm`): at 256 rows per expert the grouped launch halves
 /// the MLP forward (1.08 vs 1.87-2.09 ms) and repeats to 0.1 %; at 1024 rows it is 1.5x slower.
 constexpr double kGroupedLaunchMaxRowsPerExpert = 512;
-/// What ExpertGemm::automatic resolves to for experts of `mean_rows` rows each (the executor and
-/// the cost model share the rule): grouped below kGroupedLaunchMaxRowsPerExpert, else one GEMM per
-/// expert. Never the four streams: on one H200 they lift a Qwen3-30B-A3B expert GEMM from 76-83 %
-/// to 85-97 % of one dense GEMM of the same FLOPs (bench_kernels), but inside epo run on two H200s
-/// (EP 2, 1024 rows per expert) they made the MLP forward slower (2.41 against 1.77 ms).
-ExpertGemm automatic_expert_gemm(double mean_rows);
+/// Weight elements (n x k) of one expert's GEMM up to which `automatic` spreads a rank's expert
+/// GEMMs over four streams when the rank has its GPU to itself (no virtual ranks; there the other
+/// ranks' streams already fill the SMs). Such a GEMM is short in k and n, so each one ends in a
+/// partly idle wave of tiles that the next expert's GEMM fills from another stream. Measured on
+/// the H200 (bench_kernels, grouped GEMM fc1 against one dense GEMM of the same FLOPs, balanced
+/// routing): Qwen3-30B-A3B (2048 x 1536, 3.1 M) per-expert loop 76-84 %, four streams 85-97 %;
+/// DeepSeek-V3 (7168 x 4096, 29 M) loop 87-101 %, four streams 90-95 %. In epo run (2 Qwen3
+/// layers, 1024 rows per expert): two H200s, EP 2, MLP forward 1.68-1.73 against 1.77 ms, backward
+/// 2.97-3.05 against 3.29 ms; one H200, EP 1: 3.45 against 3.79 ms and 6.32 against 7.19 ms.
+constexpr double kStreamsMaxWeightElems = 8.0 * 1024 * 1024;
+/// What ExpertGemm::automatic resolves to for experts of `mean_rows` rows each and an n x k
+/// weight of `weight_elems` elements (the executor and the cost model share the rule): grouped
+/// below kGroupedLaunchMaxRowsPerExpert rows, else four streams for a small weight on a GPU of
+/// its own (`shared_gpu` false), else one GEMM per expert.
+ExpertGemm automatic_expert_gemm(double mean_rows, double weight_elems, bool shared_gpu);
 /// Experts one grouped launch covers (the executor writes their pointers in batches of this many).
 constexpr int kGroupedLaunchBatch = 128;
 /// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.

@@ -201,12 +201,13 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(ag);
     }
-    // The executor's path for the layer's expert GEMMs: small experts run as one grouped launch
-    // per batch of experts (a pointer kernel and the grouped GEMM), and four streams (asked for)
-    // let each expert's last wave overlap the next; both fill the GPU like one GEMM of all the
-    // rows. Otherwise one GEMM per expert.
-    const ExpertGemm path =
-        o.expert_gemm != ExpertGemm::automatic ? o.expert_gemm : automatic_expert_gemm(me);
+    // The executor's path for the layer's expert GEMMs (decided on fc1's weight): small experts
+    // run as one grouped launch per batch of experts (a pointer kernel and the grouped GEMM),
+    // small weights on a GPU of their own on four streams, both filling the GPU like one GEMM
+    // of all the rows; otherwise one GEMM per expert.
+    const ExpertGemm path = o.expert_gemm != ExpertGemm::automatic
+                                ? o.expert_gemm
+                                : automatic_expert_gemm(me, glu * F * h, b.cfg_.virtual_ranks > 0);
     auto expert_gemm = [&](const char* name, double n, double k) {
       Component c =
           path == ExpertGemm::grouped

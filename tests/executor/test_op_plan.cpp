@@ -136,17 +136,30 @@ TEST_CASE("plans the executor cannot run are input errors naming the setting") {
   CHECK_THROWS_AS(exec::check_runnable(cfg, bad), Error);
 }
 
-TEST_CASE("expert GEMM path: automatic follows the mean rows per local expert") {
+TEST_CASE("expert GEMM path: automatic follows the rows per expert, the weight and GPU sharing") {
   exec::Splits few, many;
   few.loc_rows = {100, 0, 300, 200};  // mean 150 rows
   const int big = static_cast<int>(model::kGroupedLaunchMaxRowsPerExpert);
   many.loc_rows = {big, big, big + 64, big - 64};  // mean exactly at the threshold
-  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::automatic, few) == exec::ExpertGemm::grouped);
-  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::automatic, many) ==
+  const double qwen3_fc1 = 2048.0 * 1536, dsv3_fc1 = 7168.0 * 4096;
+  const auto automatic = exec::ExpertGemm::automatic;
+  CHECK(exec::resolve_expert_gemm(automatic, few, qwen3_fc1, false) == exec::ExpertGemm::grouped);
+  CHECK(exec::resolve_expert_gemm(automatic, few, dsv3_fc1, true) == exec::ExpertGemm::grouped);
+  // Enough rows: a small weight on a GPU of its own goes to four streams; a large weight, or a
+  // GPU shared by virtual ranks, one GEMM per expert.
+  CHECK(exec::resolve_expert_gemm(automatic, many, qwen3_fc1, false) == exec::ExpertGemm::streams);
+  CHECK(exec::resolve_expert_gemm(automatic, many, qwen3_fc1, true) ==
+        exec::ExpertGemm::per_expert);
+  CHECK(exec::resolve_expert_gemm(automatic, many, dsv3_fc1, false) ==
+        exec::ExpertGemm::per_expert);
+  CHECK(exec::resolve_expert_gemm(automatic, many, model::kStreamsMaxWeightElems, false) ==
+        exec::ExpertGemm::streams);
+  CHECK(exec::resolve_expert_gemm(automatic, many, model::kStreamsMaxWeightElems + 1, false) ==
         exec::ExpertGemm::per_expert);
   // An explicit choice is kept whatever the rows.
-  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::streams, few) == exec::ExpertGemm::streams);
-  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::per_expert, few) ==
+  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::streams, few, dsv3_fc1, true) ==
+        exec::ExpertGemm::streams);
+  CHECK(exec::resolve_expert_gemm(exec::ExpertGemm::per_expert, few, qwen3_fc1, false) ==
         exec::ExpertGemm::per_expert);
   for (auto g : {exec::ExpertGemm::automatic, exec::ExpertGemm::per_expert,
                  exec::ExpertGemm::grouped, exec::ExpertGemm::streams})

@@ -215,7 +215,8 @@ TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are
   CHECK(g.embedding_fwd.duration_ns == 0);
 }
 
-TEST_CASE("expert GEMMs on four streams fill the GPU like one GEMM of all rows", "[cost]") {
+TEST_CASE("expert GEMMs: auto takes four streams for a small weight on a GPU of its own",
+          "[cost]") {
   Config cfg;
   cfg.model_name = "qwen3-30b-a3b";
   cfg.model = load_model_preset("qwen3-30b-a3b");
@@ -239,6 +240,7 @@ TEST_CASE("expert GEMMs on four streams fill the GPU like one GEMM of all rows",
   // 4096 tokens x top-8 over 16 local experts: 2048 rows each; fc1's weight 2048 x 1536.
   const Component per_expert = fc1(cfg, ExpertGemm::per_expert);
   const Component streams = fc1(cfg, ExpertGemm::streams);
+  const Component automatic = fc1(cfg, ExpertGemm::automatic);
   CHECK(streams.flops == Approx(per_expert.flops));
   CHECK(streams.hbm_bytes == Approx(per_expert.hbm_bytes));
   CHECK(streams.num_kernels == per_expert.num_kernels);
@@ -247,6 +249,18 @@ TEST_CASE("expert GEMMs on four streams fill the GPU like one GEMM of all rows",
   CHECK(streams.duration_us < per_expert.duration_us);
   CHECK(streams.duration_us >=
         2 * m * experts * n * k / (gemm_tflops(cfg.hw, m * experts, n, k, false) * 1e6));
-  // automatic: one GEMM per expert above 512 rows per expert.
-  CHECK(fc1(cfg, ExpertGemm::automatic).duration_us == Approx(per_expert.duration_us));
+  CHECK(automatic.duration_us == Approx(streams.duration_us));
+  // Virtual ranks share one GPU: the other ranks' streams fill it, so auto stays per expert.
+  Config shared = cfg;
+  shared.virtual_ranks = shared.num_gpus;
+  shared.derive_and_check();
+  CHECK(fc1(shared, ExpertGemm::automatic).duration_us ==
+        Approx(fc1(shared, ExpertGemm::per_expert).duration_us));
+  // DeepSeek-V3's expert weight (7168 x 4096) stays on one GEMM per expert.
+  Config big = cfg;
+  big.model_name = "deepseek-v3";
+  big.model = load_model_preset("deepseek-v3");
+  big.derive_and_check();
+  CHECK(fc1(big, ExpertGemm::automatic).duration_us ==
+        Approx(fc1(big, ExpertGemm::per_expert).duration_us));
 }
