@@ -6,6 +6,7 @@
 
 #include "executor/exec_kernels.hpp"
 #include "executor/gpu_check.hpp"
+#include "model/cost.hpp"
 
 namespace epo::exec {
 
@@ -74,8 +75,10 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
   init_weights();
   // The expert GEMMs' side streams and handles, before any collective runs, wherever the four
   // streams may be taken (asked for, or by auto on a GPU of its own).
+  const double fc1_weight = 2.0 * sh_.expert_ffn * sh_.hidden;
   if (cfg.opt.expert_gemm == model::ExpertGemm::streams ||
-      (cfg.opt.expert_gemm == model::ExpertGemm::automatic && cfg.virtual_ranks == 0))
+      (cfg.opt.expert_gemm == model::ExpertGemm::automatic && cfg.virtual_ranks == 0 &&
+       fc1_weight <= model::kStreamsMaxWeightElems))
     kernels::prepare_grouped_gemm(kernels::GroupedGemmAlgo::kMultiStream, compute());
   EPO_CHECK_CUDA(cudaStreamSynchronize(compute()));
 }
