@@ -184,8 +184,9 @@ __device__ __forceinline__ void write_flags(uint8_t* __restrict__ flags, int n, 
 
 // topk_idx[num_tokens][num_topk] -> num_tokens_per_expert[num_experts], num_tokens_per_rank
 // [num_ranks], is_token_in_rank[num_tokens][num_ranks]. Per-block histograms in shared memory
-// (experts by shared atomics; ranks, which every token hits, by warp ballots), summed over the
-// cluster through distributed shared memory: no output zeroing, no global atomics.
+// (experts by shared atomics; ranks, which every token hits, by warp ballots), added into block
+// 0's shared memory through distributed shared memory, which writes the sums: no output zeroing,
+// no global atomics.
 template <int kThreads, int kBlocks>
 __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads, 1)
     fused_dispatch_layout_kernel(const int* __restrict__ topk_idx, int num_tokens, int num_topk,
@@ -197,9 +198,15 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads, 1)
   const int me = static_cast<int>(cluster.block_rank());
   constexpr int blocks = kBlocks;
   const int tid = threadIdx.x, lane = tid % 32;
-  extern __shared__ int shared_counts[];  // [num_experts + num_ranks]
-  for (int i = tid; i < num_experts + num_ranks; i += kThreads) shared_counts[i] = 0;
+  const int bins = num_experts + num_ranks;
+  extern __shared__ int shared_counts[];  // [2][bins]: this block's counts, then block 0's sums
+  int* local = shared_counts;
+  int* cluster_total = shared_counts + bins;
+  for (int i = tid; i < 2 * bins; i += kThreads) shared_counts[i] = 0;
   __syncthreads();
+  // Block 0's sums are zero before any block adds to them: the arrive here, the wait after this
+  // block's count, so the barrier's latency hides behind the reads of topk_idx.
+  cluster.barrier_arrive();
   const int experts_per_rank = num_experts / num_ranks;
   int rank_count_lo = 0, rank_count_hi = 0;  // this warp's tokens in ranks lane and lane + 32
   // Warp-uniform loop: every lane takes part in the ballots.
@@ -210,7 +217,7 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads, 1)
       for_each_in_row(topk_idx + static_cast<int64_t>(t) * num_topk, num_topk, topk_vec,
                       [&](int e) {
                         if (e < 0) return;
-                        atomicAdd(&shared_counts[e], 1);
+                        atomicAdd(&local[e], 1);
                         ranks |= 1ull << (e / experts_per_rank);
                       });
       write_flags(is_token_in_rank + static_cast<int64_t>(t) * num_ranks, num_ranks, flag_bytes,
@@ -223,21 +230,28 @@ __global__ void __cluster_dims__(kBlocks, 1, 1) __launch_bounds__(kThreads, 1)
     }
   }
   if (lane < num_ranks && rank_count_lo > 0)
-    atomicAdd(&shared_counts[num_experts + lane], rank_count_lo);
+    atomicAdd(&local[num_experts + lane], rank_count_lo);
   if (lane + 32 < num_ranks && rank_count_hi > 0)
-    atomicAdd(&shared_counts[num_experts + lane + 32], rank_count_hi);
-  cluster.sync();
-  // Each block sums a share of the bins over the cluster.
-  for (int i = me * kThreads + tid; i < num_experts + num_ranks; i += blocks * kThreads) {
-    int total = 0;
-#pragma unroll
-    for (int r = 0; r < kBlocks; ++r) total += *cluster.map_shared_rank(&shared_counts[i], r);
-    if (i < num_experts)
-      num_tokens_per_expert[i] = total;
-    else
-      num_tokens_per_rank[i - num_experts] = total;
+    atomicAdd(&local[num_experts + lane + 32], rank_count_hi);
+  __syncthreads();
+  cluster.barrier_wait();
+  // Each block adds its counts into block 0's sums (fire-and-forget remote reductions), one
+  // barrier makes them visible there, and block 0 writes the outputs: one cluster barrier on the
+  // critical path and no round of remote reads.
+  int* total0 = cluster.map_shared_rank(cluster_total, 0);
+  for (int i = tid; i < bins; i += kThreads) {
+    const int n = local[i];
+    if (n != 0) atomicAdd(&total0[i], n);
   }
-  cluster.sync();  // every block has read the others' histograms: none may leave before
+  cluster.sync();
+  if (me == 0) {
+    for (int i = tid; i < bins; i += kThreads) {
+      if (i < num_experts)
+        num_tokens_per_expert[i] = cluster_total[i];
+      else
+        num_tokens_per_rank[i - num_experts] = cluster_total[i];
+    }
+  }
 }
 
 // ---- stable binning: alltoall (per expert) and flex (per rank) ---------------------------------
@@ -579,7 +593,7 @@ struct BinKernel {
 bool try_fused_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, int num_experts,
                                int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                                uint8_t* is_token_in_rank, cudaStream_t stream) {
-  const size_t shared = sizeof(int) * (num_experts + num_ranks);
+  const size_t shared = 2 * sizeof(int) * (num_experts + num_ranks);
   if (num_tokens > kFusedMaxTokens || shared > kDefaultSharedLimit) return false;
   const auto flags = reinterpret_cast<uintptr_t>(is_token_in_rank);
   const int flag_bytes = num_ranks % 8 == 0 && flags % 8 == 0   ? 8
