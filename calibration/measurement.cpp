@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "model/config_io.hpp"
+#include "model/cost.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
 #include "model/prediction.hpp"
@@ -98,6 +99,13 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
   if (cfg_js.contains("options") && !cfg_js["options"].contains("expert_gemm"))
     m.config.opt.expert_gemm = model::ExpertGemm::per_expert;
   m.config.derive_and_check();
+  // Measurements older than auto's four streams (no run.expert_gemm_path) ran one GEMM per
+  // expert where auto now takes the four streams.
+  const bool has_path =
+      r.has("run") && r.member("run").is_object() && r.member("run").contains("expert_gemm_path");
+  if (!has_path && m.config.opt.expert_gemm == model::ExpertGemm::automatic &&
+      model::expert_gemm_path(m.config) == model::ExpertGemm::streams)
+    m.config.opt.expert_gemm = model::ExpertGemm::per_expert;
   if (r.has("run")) {
     m.run = r.member("run");
     if (!m.run.is_object()) throw EPO_INPUT_ERROR(where, ": run: expected an object");

@@ -65,6 +65,7 @@ struct RunInfo {
   int warmup = 0;
   std::string routing;                       ///< "uniform", "balanced" or "skewed"
   std::string expert_gemm = "auto";          ///< --expert-gemm as given
+  std::string expert_gemm_path = "per-expert";  ///< what it resolves to (model::expert_gemm_path)
   bool overlapped = false;                   ///< the configured schedule is combined-1F1B
   bool shared_clock = false;                 ///< all ranks on one GPU
   std::vector<std::int64_t> peak_memory_bytes;  ///< per rank: device bytes the rank allocated

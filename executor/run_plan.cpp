@@ -19,6 +19,7 @@
 #include "executor/runner.hpp"
 #include "executor/thread_barrier.hpp"
 #include "model/config_io.hpp"
+#include "model/cost.hpp"
 #include "model/error.hpp"
 
 namespace epo::exec {
@@ -347,6 +348,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   info.warmup = options.warmup;
   info.routing = model::to_string(cfg.opt.routing.kind);
   info.expert_gemm = model::to_string(cfg.opt.expert_gemm);
+  info.expert_gemm_path = model::to_string(model::expert_gemm_path(cfg));
   info.overlapped = overlap;
   info.shared_clock = p.virt;
   info.peak_memory_bytes = shared.memory;

@@ -134,6 +134,10 @@ constexpr double kStreamsMaxWeightElems = 8.0 * 1024 * 1024;
 /// below kGroupedLaunchMaxRowsPerExpert rows, else four streams for a small weight on a GPU of
 /// its own (`shared_gpu` false), else one GEMM per expert.
 ExpertGemm automatic_expert_gemm(double mean_rows, double weight_elems, bool shared_gpu);
+/// The path a MoE layer's expert GEMMs take in the model and in epo run: the option as given, or
+/// automatic_expert_gemm over the rows per local expert the model assumes (the busiest rank's;
+/// the mean under virtual ranks) and fc1's weight (hidden x (1 or 2) x moe_ffn / etp).
+ExpertGemm expert_gemm_path(const Config& cfg);
 /// Experts one grouped launch covers (the executor writes their pointers in batches of this many).
 constexpr int kGroupedLaunchBatch = 128;
 /// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.

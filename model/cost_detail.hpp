@@ -23,6 +23,9 @@ struct Shapes {
 
 Shapes make_shapes(const Config& cfg);
 
+/// expert_gemm_path (cost.hpp) with the configuration's shapes already made.
+ExpertGemm expert_gemm_path(const Config& cfg, const Shapes& s);
+
 /// Parameters of one decoder layer's parts (whole model, before any sharding).
 struct LayerParams {
   double attention = 0;   ///< attention projections + norms

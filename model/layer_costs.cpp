@@ -205,9 +205,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // run as one grouped launch per batch of experts (a pointer kernel and the grouped GEMM),
     // small weights on a GPU of their own on four streams, both filling the GPU like one GEMM
     // of all the rows; otherwise one GEMM per expert.
-    const ExpertGemm path = o.expert_gemm != ExpertGemm::automatic
-                                ? o.expert_gemm
-                                : automatic_expert_gemm(me, glu * F * h, b.cfg_.virtual_ranks > 0);
+    const ExpertGemm path = detail::expert_gemm_path(b.cfg_, s);
     auto expert_gemm = [&](const char* name, double n, double k) {
       Component c =
           path == ExpertGemm::grouped

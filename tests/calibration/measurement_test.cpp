@@ -5,6 +5,7 @@
 #include "catch.hpp"
 #include "measured_fixture.hpp"
 #include "model/config_io.hpp"
+#include "model/cost.hpp"
 #include "model/error.hpp"
 #include "model/prediction.hpp"
 
@@ -232,4 +233,26 @@ TEST_CASE("predict_measured keeps a decoder-only prediction's stand-ins (the exe
   const auto full = epo::model::predict(c);
   CHECK(full.costs.embedding_fwd.duration_us() > 0);  // the seeded input on virtual ranks
   CHECK(predict_measured(m, hw).step_time_us == Approx(full.step_time_us));
+}
+
+TEST_CASE("measurements from before auto's four streams keep one GEMM per expert") {
+  // Qwen3-30B-A3B on two GPUs of their own, 1024 rows per expert: auto now takes four streams.
+  auto j = test::hand_made_measurement(false, 8192, 1000, 1000, 50, 2e9, {{"mlp/forward", 100.0}});
+  j["config"]["model"] = "qwen3-30b-a3b";
+  j["config"]["gpus"] = 2;
+  j["config"]["virtual_ranks"] = 0;
+  j["config"]["parallel"] = {{"ep", 2}, {"global_batch_size", 4}, {"seq_length", 8192}};
+  j["config"]["options"]["routing"] = {{"kind", "balanced"}};
+  j["config"]["options"]["expert_gemm"] = "auto";
+  // No run.expert_gemm_path: an older file, whose run took one GEMM per expert.
+  const MeasuredRun old = measurement_from_json(j, "m.json");
+  CHECK(old.config.opt.expert_gemm == epo::model::ExpertGemm::per_expert);
+  j["run"]["expert_gemm_path"] = "streams";
+  const MeasuredRun now = measurement_from_json(j, "m.json");
+  CHECK(now.config.opt.expert_gemm == epo::model::ExpertGemm::automatic);
+  CHECK(epo::model::expert_gemm_path(now.config) == epo::model::ExpertGemm::streams);
+  // Files that named a path keep it.
+  j["config"]["options"]["expert_gemm"] = "grouped";
+  CHECK(measurement_from_json(j, "m.json").config.opt.expert_gemm ==
+        epo::model::ExpertGemm::grouped);
 }

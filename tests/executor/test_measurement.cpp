@@ -68,9 +68,10 @@ TEST_CASE("measurement document: keys, gain from the baseline, op means") {
   CHECK(j["schema_version"] == 1);
   CHECK(j["kind"] == "measurement");
   for (const char* k : {"context", "config", "run", "ops", "summary"}) CHECK(j.contains(k));
-  for (const char* k : {"virtual_ranks", "gpus", "layers", "iters", "warmup", "routing"})
+  for (const char* k : {"virtual_ranks", "gpus", "layers", "iters", "warmup", "routing",
+                        "expert_gemm", "expert_gemm_path"})
     CHECK(j["run"].contains(k));
-  CHECK(j["run"].size() == 7);
+  CHECK(j["run"].size() == 8);
   const auto& s = j["summary"];
   CHECK(s["step_time_us"].get<double>() == Approx(14.0));
   CHECK(s["baseline_step_time_us"].get<double>() == Approx(16.0));
