@@ -32,6 +32,24 @@ constexpr bool kBuiltWithMpi = true;
 constexpr bool kBuiltWithMpi = false;
 #endif
 
+// The expert GEMMs' path (model::expert_gemm_path) and, when auto chose it, why.
+std::string expert_gemm_note(const model::Config& cfg) {
+  const model::ExpertGemm path = model::expert_gemm_path(cfg);
+  std::string note = std::string("expert GEMMs: ") + model::to_string(path);
+  if (cfg.opt.expert_gemm != model::ExpertGemm::automatic) return note + " (--expert-gemm)";
+  switch (path) {
+    case model::ExpertGemm::grouped:
+      return note + " (auto: under 512 rows per expert)";
+    case model::ExpertGemm::streams:
+      return note +
+             " (auto: 512 or more rows per expert, an fc1 weight of at most 8 Mi "
+             "elements, a GPU per rank)";
+    default:
+      return note + " (auto: 512 or more rows per expert, and " +
+             (cfg.virtual_ranks > 0 ? "virtual ranks sharing the GPU)" : "a large fc1 weight)");
+  }
+}
+
 struct Plan {
   model::Config cfg;
   RunOptions opt;
@@ -336,6 +354,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   if (group) result.notes.push_back(group->describe() + "; world rank 0 gathered the records");
   if (p.virt && cfg.par.dp > 1)
     result.notes.push_back("dp_grad_reduce is not executed between virtual ranks (one GPU)");
+  result.notes.push_back(expert_gemm_note(cfg));
   result.raw_alltoall_us = shared.raw_alltoall_us;
   result.raw_alltoall_bytes_per_rank =
       static_cast<double>(p.sh.tokens) * p.sh.topk * p.sh.hidden * 2.0;
