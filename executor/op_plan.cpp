@@ -172,6 +172,23 @@ ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp, double we
   return model::automatic_expert_gemm(mean, weight_elems, shared_gpu);
 }
 
+std::string expert_gemm_note(const model::Config& cfg) {
+  const model::ExpertGemm path = model::expert_gemm_path(cfg);
+  std::string note = std::string("expert GEMMs: ") + model::to_string(path);
+  if (cfg.opt.expert_gemm != model::ExpertGemm::automatic) return note + " (--expert-gemm)";
+  switch (path) {
+    case model::ExpertGemm::grouped:
+      return note + " (auto: under 512 rows per expert)";
+    case model::ExpertGemm::streams:
+      return note +
+             " (auto: 512 or more rows per expert, an fc1 weight of at most 8 Mi "
+             "elements, a GPU per rank)";
+    default:
+      return note + " (auto: 512 or more rows per expert, and " +
+             (cfg.virtual_ranks > 0 ? "virtual ranks sharing the GPU)" : "a large fc1 weight)");
+  }
+}
+
 std::vector<float> skew_log_weights(const model::Config& cfg, int num_experts) {
   std::vector<float> log_w(static_cast<std::size_t>(std::max(0, num_experts)), 0.0f);
   if (cfg.opt.routing.kind != model::RoutingKind::skewed || num_experts <= 0) return log_w;

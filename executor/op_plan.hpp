@@ -68,6 +68,10 @@ Splits flex_splits(const std::vector<int>& loc_counts, int align = 1);
 ExpertGemm resolve_expert_gemm(ExpertGemm requested, const Splits& sp, double weight_elems,
                                bool shared_gpu);
 
+/// The note epo run prints on its expert GEMMs: model::expert_gemm_path and, when auto chose it,
+/// why.
+std::string expert_gemm_note(const model::Config& cfg);
+
 /// Log weight of each of `num_experts` experts for the executor's routing draws: 0 except for
 /// skewed routing, where it is ln(popularity / top popularity) of model::expert_popularity, so
 /// tokens pick the experts (and ranks) the cost model assumes (launch_skewed_logits).

@@ -32,24 +32,6 @@ constexpr bool kBuiltWithMpi = true;
 constexpr bool kBuiltWithMpi = false;
 #endif
 
-// The expert GEMMs' path (model::expert_gemm_path) and, when auto chose it, why.
-std::string expert_gemm_note(const model::Config& cfg) {
-  const model::ExpertGemm path = model::expert_gemm_path(cfg);
-  std::string note = std::string("expert GEMMs: ") + model::to_string(path);
-  if (cfg.opt.expert_gemm != model::ExpertGemm::automatic) return note + " (--expert-gemm)";
-  switch (path) {
-    case model::ExpertGemm::grouped:
-      return note + " (auto: under 512 rows per expert)";
-    case model::ExpertGemm::streams:
-      return note +
-             " (auto: 512 or more rows per expert, an fc1 weight of at most 8 Mi "
-             "elements, a GPU per rank)";
-    default:
-      return note + " (auto: 512 or more rows per expert, and " +
-             (cfg.virtual_ranks > 0 ? "virtual ranks sharing the GPU)" : "a large fc1 weight)");
-  }
-}
-
 struct Plan {
   model::Config cfg;
   RunOptions opt;

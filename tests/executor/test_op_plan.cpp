@@ -167,6 +167,26 @@ TEST_CASE("expert GEMM path: automatic follows the rows per expert, the weight a
   CHECK_THROWS_AS(model::parse_expert_gemm("cutlass", "--expert-gemm"), Error);
 }
 
+TEST_CASE("epo run's expert-GEMM note names the path and, under auto, why") {
+  auto contains = [](const std::string& s, const char* part) {
+    return s.find(part) != std::string::npos;
+  };
+  // tiny (fc1 weight 256 x 256) on 2 GPUs: 128 tokens give 64 rows per expert, 2048 give 1024.
+  const auto few = exec::expert_gemm_note(test::tiny_config(2, false, false, "alltoall", true,
+                                                            128, "balanced"));
+  CHECK(contains(few, "expert GEMMs: grouped (auto: under 512 rows"));
+  auto cfg = test::tiny_config(2, false, false, "alltoall", true, 2048, "balanced");
+  const auto many = exec::expert_gemm_note(cfg);
+  CHECK(contains(many, "expert GEMMs: streams (auto: 512 or more rows"));
+  CHECK(contains(many, "a GPU per rank"));
+  const auto shared = exec::expert_gemm_note(
+      test::tiny_config(2, false, false, "alltoall", false, 2048, "balanced"));
+  CHECK(contains(shared, "expert GEMMs: per-expert (auto:"));
+  CHECK(contains(shared, "virtual ranks sharing the GPU"));
+  cfg.opt.expert_gemm = model::ExpertGemm::grouped;
+  CHECK(exec::expert_gemm_note(cfg) == "expert GEMMs: grouped (--expert-gemm)");
+}
+
 TEST_CASE("CPU lists of the GPU's local CPUs are read and written as Linux writes them") {
   CHECK(exec::parse_cpu_list("0-3,8,10-11\n", "t") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
   CHECK(exec::parse_cpu_list("5", "t") == std::vector<int>{5});
