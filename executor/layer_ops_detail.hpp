@@ -1,6 +1,7 @@
 #pragma once
 // Pieces shared by the forward and backward layer code.
 #include "executor/expert_gemm.hpp"
+#include "model/cost.hpp"
 #include "executor/rank_state.hpp"
 
 namespace epo::exec {
@@ -14,10 +15,10 @@ inline std::size_t flex_send_ws_offset(const RankState& rs) {
 }
 
 /// The cuBLAS path of this rank's expert GEMMs over the rows `sp` (model::Options::expert_gemm),
-/// decided on fc1's weight (hidden x 2 * expert_ffn) as the cost model does.
+/// decided on fc1's weight as the cost model does.
 inline kernels::GroupedGemmAlgo expert_gemm_algo(const RankState& rs, const Splits& sp) {
-  const double fc1_weight = 2.0 * rs.shape().expert_ffn * rs.shape().hidden;
-  return kernel_algo(resolve_expert_gemm(rs.config().opt.expert_gemm, sp, fc1_weight,
+  return kernel_algo(resolve_expert_gemm(rs.config().opt.expert_gemm, sp,
+                                         model::expert_fc1_weight(rs.config()),
                                          rs.config().virtual_ranks > 0));
 }
 

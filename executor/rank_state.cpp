@@ -75,10 +75,9 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
   init_weights();
   // The expert GEMMs' side streams and handles, before any collective runs, wherever the four
   // streams may be taken (asked for, or by auto on a GPU of its own).
-  const double fc1_weight = 2.0 * sh_.expert_ffn * sh_.hidden;
   if (cfg.opt.expert_gemm == model::ExpertGemm::streams ||
       (cfg.opt.expert_gemm == model::ExpertGemm::automatic && cfg.virtual_ranks == 0 &&
-       fc1_weight <= model::kStreamsMaxWeightElems))
+       model::expert_fc1_weight(cfg) <= model::kStreamsMaxWeightElems))
     kernels::prepare_grouped_gemm(kernels::GroupedGemmAlgo::kMultiStream, compute());
   EPO_CHECK_CUDA(cudaStreamSynchronize(compute()));
 }

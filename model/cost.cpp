@@ -79,6 +79,12 @@ ExpertGemm automatic_expert_gemm(double mean_rows, double weight_elems, bool sha
   return ExpertGemm::per_expert;
 }
 
+double expert_fc1_weight(const Config& cfg) {
+  const ModelSpec& m = cfg.model;
+  return (m.gated_linear_unit ? 2.0 : 1.0) * static_cast<double>(m.moe_ffn_hidden_size) /
+         cfg.par.etp * static_cast<double>(m.hidden_size);
+}
+
 ExpertGemm expert_gemm_path(const Config& cfg) {
   if (cfg.opt.expert_gemm != ExpertGemm::automatic) return cfg.opt.expert_gemm;
   return detail::expert_gemm_path(cfg, detail::make_shapes(cfg));
@@ -88,13 +94,9 @@ namespace detail {
 
 ExpertGemm expert_gemm_path(const Config& cfg, const Shapes& s) {
   if (cfg.opt.expert_gemm != ExpertGemm::automatic) return cfg.opt.expert_gemm;
-  const ModelSpec& m = cfg.model;
   const double rows = cfg.virtual_ranks > 0 ? s.recv_pairs_mean : s.recv_pairs;
   const double per_expert = rows / std::max(1, s.local_experts);
-  const double fc1_weight = (m.gated_linear_unit ? 2.0 : 1.0) *
-                            static_cast<double>(m.moe_ffn_hidden_size) / cfg.par.etp *
-                            static_cast<double>(m.hidden_size);
-  return automatic_expert_gemm(per_expert, fc1_weight, cfg.virtual_ranks > 0);
+  return automatic_expert_gemm(per_expert, expert_fc1_weight(cfg), cfg.virtual_ranks > 0);
 }
 
 }  // namespace detail

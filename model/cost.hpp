@@ -134,9 +134,12 @@ constexpr double kStreamsMaxWeightElems = 8.0 * 1024 * 1024;
 /// below kGroupedLaunchMaxRowsPerExpert rows, else four streams for a small weight on a GPU of
 /// its own (`shared_gpu` false), else one GEMM per expert.
 ExpertGemm automatic_expert_gemm(double mean_rows, double weight_elems, bool shared_gpu);
+/// Elements of one routed expert's fc1 weight: hidden x (2 with a gated linear unit, else 1) x
+/// moe_ffn / etp, the weight automatic_expert_gemm decides on.
+double expert_fc1_weight(const Config& cfg);
 /// The path a MoE layer's expert GEMMs take in the model and in epo run: the option as given, or
 /// automatic_expert_gemm over the rows per local expert the model assumes (the busiest rank's;
-/// the mean under virtual ranks) and fc1's weight (hidden x (1 or 2) x moe_ffn / etp).
+/// the mean under virtual ranks) and expert_fc1_weight.
 ExpertGemm expert_gemm_path(const Config& cfg);
 /// Experts one grouped launch covers (the executor writes their pointers in batches of this many).
 constexpr int kGroupedLaunchBatch = 128;
