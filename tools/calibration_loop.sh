@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The calibration loop on one GPU: microbenchmarks, 36 short `epo run` measurements, a fit on half
-# of them and the predicted-vs-measured report on the other half.
+# The calibration loop: microbenchmarks, short `epo run` measurements, a fit on half of them and
+# the predicted-vs-measured report on the other half.
 #
 #   tools/calibration_loop.sh OUT_DIR            (EPO_BIN=path/to/epo to choose the program)
+#   LOOP_GPUS=2 tools/calibration_loop.sh OUT_DIR   (EP over real GPUs instead of virtual ranks)
 #
-# Runs: {tiny, Qwen3-30B-A3B (2 layers)} x virtual ranks {2, 4, 8} x dispatcher {alltoall, flex}
-# x {overlap off, overlap on, overlap on + delayed wgrad}; each (model, ranks) group has one token
-# count (of two) and one routing (balanced or skewed), so both appear for both models. Groups, not
+# One GPU (default): {tiny, Qwen3-30B-A3B (2 layers)} x virtual ranks {2, 4, 8} x dispatcher
+# {alltoall, flex} x {overlap off, overlap on, overlap on + delayed wgrad}: 36 configurations;
+# each (model, ranks) group has one token count (of two) and one routing (balanced or skewed), so
+# both appear for both models. LOOP_GPUS=N (N >= 2): EP N over N GPUs (a thread per GPU, NCCL and
+# flex over the links; microbenchmarks with --gpus N), two groups per model, each with its own
+# token count and routing (Qwen3 at 4096 and 8192 tokens): 24 configurations. Groups, not
 # single runs, are split into halves so that every pair of runs differing only in dispatcher or
 # overlap flags is ranked inside the held-back half. Every run is repeated LOOP_REPEATS times
 # (default 3; the launch-bound tiny model LOOP_TINY_REPEATS times, default 5, since its runs
@@ -23,7 +27,9 @@ iters=${LOOP_ITERS:-3}
 warmup=${LOOP_WARMUP:-1}
 repeats=${LOOP_REPEATS:-3}
 tiny_repeats=${LOOP_TINY_REPEATS:-5}
+gpus=${LOOP_GPUS:-1}
 microbatches=4
+case $gpus in ''|*[!0-9]*) echo "calibration_loop: LOOP_GPUS must be a number, got '$gpus'" >&2; exit 2 ;; esac
 
 mkdir -p "$out/fit" "$out/report" "$out/logs"
 : > "$out/commands.txt"
@@ -52,7 +58,10 @@ run_cmd() {  # run_cmd LOGFILE TIMEOUT_S CMD...
 } > "$out/context.txt"
 
 log "microbenchmarks (quick)"
-if ! run_cmd "$out/logs/bench.log" 240 "$epo" calibrate bench --quick --out "$out/samples.json"; then
+bench_gpus=()
+[ "$gpus" -ge 2 ] && bench_gpus=(--gpus "$gpus")
+if ! run_cmd "$out/logs/bench.log" 240 "$epo" calibrate bench --quick "${bench_gpus[@]}" \
+    --out "$out/samples.json"; then
   log "epo calibrate bench failed (see logs/bench.log); stopping"
   exit 1
 fi
@@ -60,12 +69,23 @@ fi
 models=(tiny qwen3-30b-a3b)
 layers=(2 2)
 tokens_tiny=(1024 4096)
-tokens_qwen=(1024 2048)
-ranks=(2 4 8)
-# Per group (tiny r2, r4, r8, qwen r2, r4, r8): token count and routing chosen so that each half
-# (even groups fit, odd groups report) and each model has both token counts and both routings.
-seq_of_group=(0 0 1 1 0 1)
-skewed_group=(0 1 1 0 1 0)
+if [ "$gpus" -ge 2 ]; then
+  # Two groups per model on all GPUs: (tiny 1024 balanced: fit, tiny 4096 skewed: report, Qwen3
+  # 8192 skewed: fit, Qwen3 4096 balanced: report).
+  tokens_qwen=(4096 8192)
+  ranks=("$gpus" "$gpus")
+  seq_of_group=(0 1 1 0)
+  skewed_group=(0 1 1 0)
+  placement() { echo --gpus "$1" --ep "$1" --no-raw-alltoall; }
+else
+  tokens_qwen=(1024 2048)
+  ranks=(2 4 8)
+  # Per group (tiny r2, r4, r8, qwen r2, r4, r8): token count and routing chosen so that each half
+  # (even groups fit, odd groups report) and each model has both token counts and both routings.
+  seq_of_group=(0 0 1 1 0 1)
+  skewed_group=(0 1 1 0 1 0)
+  placement() { echo --virtual-ranks "$1"; }
+fi
 failed=()
 skipped=()
 for rep in $(seq 1 $(( repeats > tiny_repeats ? repeats : tiny_repeats ))); do
@@ -93,7 +113,7 @@ for mi in 0 1; do
         fi
         log "run $name -> $half"
         if ! run_cmd "$out/logs/$name.log" 120 "$epo" run --model "$model" --hardware h200-sxm \
-            --virtual-ranks "$r" --dispatcher "$disp" "${flags[@]}" --seq "$seq" --mbs 1 \
+            $(placement "$r") --dispatcher "$disp" "${flags[@]}" --seq "$seq" --mbs 1 \
             --gbs $((microbatches * r)) "${routing[@]}" --layers "${layers[$mi]}" \
             --iters "$iters" --warmup "$warmup" --json "$out/$half/$name.json"; then
           failed+=("$name")
