@@ -9,6 +9,7 @@
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
 #include "model/prediction.hpp"
+#include "model/simulate.hpp"
 
 namespace epo::calib {
 
@@ -169,7 +170,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
       m.peak_memory_bytes = number(pm, where, "summary.peak_memory_bytes");
     }
   }
-  if (!base_acc.empty()) {
+  m.ops_from_baseline = !base_acc.empty();
+  if (m.ops_from_baseline) {
     for (const auto& [k, a] : base_acc) m.op_mean_us[k] = a.sum / a.n;
   } else if (summary.contains("op_mean_us") && summary["op_mean_us"].is_object()) {
     for (const auto& it : summary["op_mean_us"].items())
@@ -204,11 +206,22 @@ model::Config measured_config(const MeasuredRun& m, const model::HardwareProfile
   return c;
 }
 
+model::Config measured_ops_config(const MeasuredRun& m, const model::HardwareProfile& hw) {
+  const model::Config c = measured_config(m, hw);
+  return m.ops_from_baseline ? model::baseline_config(c) : c;
+}
+
 RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw) {
   const model::Config c = measured_config(m, hw);
   const model::Prediction p = model::predict(c);
   RunPrediction out;
-  const auto& layer = c.model.num_experts > 0 ? p.costs.moe_layer : p.costs.dense_layer;
+  // The baseline schedule's ops run with the overlap options off (a backward op holds its weight
+  // gradient even where the configured schedule delays it).
+  const bool own_costs = m.ops_from_baseline && c.opt.overlap_moe_expert_parallel_comm;
+  const model::StepCosts ops_costs =
+      own_costs ? model::compute_step_costs(model::baseline_config(c)) : model::StepCosts{};
+  const model::StepCosts& costs = own_costs ? ops_costs : p.costs;
+  const auto& layer = c.model.num_experts > 0 ? costs.moe_layer : costs.dense_layer;
   for (const auto& op : layer.ops)
     if (op.duration_ns > 0)
       out.op_mean_us[std::string(model::to_string(op.kind)) + "/" + model::to_string(op.dir)] =

@@ -24,6 +24,9 @@ struct MeasuredRun {
   /// Mean duration per op, keyed "dispatch/forward": from the baseline schedule's records when
   /// there are any (ops alone, not slowed by a concurrent op), else summary.op_mean_us.
   std::map<std::string, double> op_mean_us;
+  /// op_mean_us comes from the baseline schedule: overlap, delayed wgrad and early release off, so
+  /// a backward op holds its weight gradient (measured_ops_config).
+  bool ops_from_baseline = false;
   double step_time_us = 0;
   double baseline_step_time_us = 0;  ///< 0 when not measured
   double overlap_gain = 0;
@@ -50,6 +53,10 @@ MeasuredRun load_measurement_file(const std::string& path);
 /// Re-derived and checked.
 model::Config measured_config(const MeasuredRun& m, const model::HardwareProfile& hw);
 
+/// The configuration whose op costs describe m.op_mean_us: measured_config(m, hw), or its
+/// overlap-off baseline (model::baseline_config) when the op means are the baseline schedule's.
+model::Config measured_ops_config(const MeasuredRun& m, const model::HardwareProfile& hw);
+
 /// Predicted figures of a measured run, named as the measurement's.
 struct RunPrediction {
   std::map<std::string, double> op_mean_us;  ///< "dispatch/forward" -> one layer, one micro-batch
@@ -62,7 +69,7 @@ struct RunPrediction {
 };
 
 /// model::predict() of measured_config(m, hw), with the embedding and head time taken out of the
-/// step times. Per-op predictions cover the decoder layer's ops.
+/// step times. Per-op predictions cover the decoder layer's ops, of measured_ops_config(m, hw).
 RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw);
 
 /// Runs of the same configuration (config and run blocks equal; e.g. the calibration loop's

@@ -73,7 +73,7 @@ std::vector<double> predict_points(const HardwareProfile& hw, const std::vector<
       continue;
     }
     if (p.run != last) {
-      sc = model::compute_step_costs(measured_config(*p.run, hw));
+      sc = model::compute_step_costs(measured_ops_config(*p.run, hw));
       last = p.run;
     }
     const auto& layer = p.run->config.model.num_experts > 0 ? sc.moe_layer : sc.dense_layer;
@@ -300,9 +300,12 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
     run_fit(fit_vr_tail(hw, runs));
     run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us"}));
   } else if (!runs.empty()) {
-    // Compute ops: the GEMM rate and the per-kernel cost (the executor's many small kernels pay
-    // more than an empty kernel back to back).
-    run_fit(refine_on_runs(hw, runs, "compute", {"gemm_efficiency", "kernel_launch_us"}));
+    // Compute ops: the GEMM rate, the per-kernel cost (the executor's many small kernels pay
+    // more than an empty kernel back to back) and the cost of a GEMM library call as the
+    // executor issues them (one per expert; alone and back to back in the GEMM sweep, among the
+    // layer's other work and, on four streams, overlapping each other in the runs).
+    run_fit(refine_on_runs(hw, runs, "compute",
+                           {"gemm_efficiency", "kernel_launch_us", "gemm_call_us"}));
     for (const char* field : {"local_copy_gbps_per_sm", "comm_gbps_per_sm", "nccl_efficiency"}) {
       bool any = false;
       for (const auto& r : runs) any = any || comm_run_uses(r, field);

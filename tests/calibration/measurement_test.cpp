@@ -256,3 +256,69 @@ TEST_CASE("measurements from before auto's four streams keep one GEMM per expert
   CHECK(measurement_from_json(j, "m.json").config.opt.expert_gemm ==
         epo::model::ExpertGemm::grouped);
 }
+
+TEST_CASE("baseline op means are predicted with the overlap options off (weight gradients inline)") {
+  // An overlapped run with delayed weight gradients: its op records come from the baseline
+  // schedule, which runs without the overlap options, so mlp/backward holds the weight gradient.
+  auto j = test::hand_made_measurement(true, 1024, 1000, 1100, 50, 2e9,
+                                       {{"mlp/backward", 100.0}, {"mlp/forward", 60.0}});
+  j["config"]["options"]["delay_wgrad_compute"] = true;
+  const auto hw = epo::model::load_hardware_preset("h200-sxm");
+  const MeasuredRun m = measurement_from_json(j, "m.json");
+  REQUIRE(m.ops_from_baseline);
+  const auto configured = measured_config(m, hw);
+  REQUIRE(configured.opt.delay_wgrad_compute);
+  const auto ops_cfg = measured_ops_config(m, hw);
+  CHECK_FALSE(ops_cfg.opt.overlap_moe_expert_parallel_comm);
+  CHECK_FALSE(ops_cfg.opt.delay_wgrad_compute);
+  using epo::model::Direction;
+  using epo::model::OpKind;
+  const double inline_bwd = epo::model::compute_step_costs(ops_cfg)
+                                .moe_layer.get(OpKind::mlp, Direction::backward)
+                                .duration_us();
+  const double delayed_bwd = epo::model::compute_step_costs(configured)
+                                 .moe_layer.get(OpKind::mlp, Direction::backward)
+                                 .duration_us();
+  CHECK(inline_bwd > delayed_bwd);
+  const RunPrediction p = predict_measured(m, hw);
+  REQUIRE(p.op_mean_us.count("mlp/backward"));
+  CHECK(p.op_mean_us.at("mlp/backward") == Approx(inline_bwd));
+  // The step times stay those of the configured schedule and its own baseline.
+  const auto full = epo::model::predict(configured);
+  CHECK(p.step_time_us <= full.step_time_us);
+  // Op means without baseline records (summary.op_mean_us) are the configured schedule's.
+  auto summary_only = j;
+  summary_only["ops"] = nlohmann::json::array();
+  summary_only["summary"]["op_mean_us"] = {{"mlp/backward", 80.0}};
+  const MeasuredRun s = measurement_from_json(summary_only, "m.json");
+  CHECK_FALSE(s.ops_from_baseline);
+  CHECK(predict_measured(s, hw).op_mean_us.at("mlp/backward") == Approx(delayed_bwd));
+}
+
+TEST_CASE("refine_on_runs recovers the GEMM call cost of real-GPU runs with expert GEMMs per call") {
+  // Qwen3-30B-A3B on two GPUs, four streams: each expert GEMM is a library call, and the calls
+  // set the MLP ops' times.
+  auto truth = epo::model::load_hardware_preset("h200-sxm");
+  truth.gemm_call_us = 8.0;
+  std::vector<MeasuredRun> runs;
+  for (int seq : {4096, 8192}) {
+    auto j = test::hand_made_measurement(false, seq, 1000, 1000, 50, 2e9, {{"mlp/forward", 1.0}});
+    j["config"]["model"] = "qwen3-30b-a3b";
+    j["config"]["gpus"] = 2;
+    j["config"]["virtual_ranks"] = 0;
+    j["config"]["parallel"] = {{"ep", 2}, {"global_batch_size", 8}, {"seq_length", seq}};
+    j["config"]["options"]["expert_gemm"] = "streams";
+    j["run"]["expert_gemm_path"] = "streams";
+    MeasuredRun m = measurement_from_json(j, "m.json");
+    m.op_mean_us.clear();
+    for (const auto& [key, us] : predict_measured(m, truth).op_mean_us)
+      if (key.rfind("mlp/", 0) == 0 || key.rfind("pre_dispatch/", 0) == 0) m.op_mean_us[key] = us;
+    runs.push_back(m);
+  }
+  auto start = epo::model::load_hardware_preset("h200-sxm");
+  start.gemm_call_us = 14.0;
+  const Fit f = refine_on_runs(start, runs, "compute", {"gemm_call_us"});
+  REQUIRE(f.fields.size() == 1);
+  REQUIRE(f.fields[0].accepted());
+  CHECK(f.fields[0].value == Approx(8.0).epsilon(0.01));
+}
