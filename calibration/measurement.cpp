@@ -226,17 +226,32 @@ RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfil
     if (op.duration_ns > 0)
       out.op_mean_us[std::string(model::to_string(op.kind)) + "/" + model::to_string(op.dir)] =
           op.duration_us();
-  // What the prediction still holds of the stand-in stages (a vocabulary of 1 still launches
-  // their kernels), per micro-batch on the compute stream. A decoder-only prediction has none of
-  // the model's: on virtual ranks it counts the executor's own stand-ins, which the measurement
-  // holds too.
-  const double unexecuted_us =
-      c.decoder_only ? 0.0
-                     : p.costs.embedding_fwd.duration_us() + p.costs.embedding_bwd.duration_us() +
-                           p.costs.lm_head_fwd.duration_us() + p.costs.lm_head_bwd.duration_us();
-  const double removed = unexecuted_us * std::max(1, c.par.num_microbatches());
-  out.step_time_us = std::max(0.0, p.step_time_us - removed);
-  out.baseline_step_time_us = std::max(0.0, p.baseline_step_time_us - removed);
+  // The step times without what the prediction still holds of the stand-in stages (a vocabulary
+  // of 1 still launches their kernels): the steps simulated with those ops at no cost (taking
+  // their durations off the simulated step would also take off what the host's head start hid
+  // of them). A decoder-only prediction has none of the model's: on virtual ranks it counts the
+  // executor's own stand-ins, which the measurement holds too.
+  out.step_time_us = p.step_time_us;
+  out.baseline_step_time_us = p.baseline_step_time_us;
+  if (!c.decoder_only) {
+    auto strip = [](model::StepCosts sc) {
+      for (model::OpCost* op :
+           {&sc.embedding_fwd, &sc.embedding_bwd, &sc.lm_head_fwd, &sc.lm_head_bwd}) {
+        op->duration_ns = op->host_ns = op->device_ns = 0;
+        op->parts.clear();
+      }
+      return sc;
+    };
+    const bool overlap = c.opt.overlap_moe_expert_parallel_comm;
+    const model::StepCosts run_costs = strip(p.costs);
+    const model::StepCosts base_costs =
+        overlap ? strip(model::compute_step_costs(model::baseline_config(c))) : run_costs;
+    model::SimOptions o;
+    o.keep_timings = false;
+    const model::SimResult r = model::simulate_step(c, run_costs, base_costs, o);
+    out.step_time_us = us_from_ns(r.run.step_ns);
+    out.baseline_step_time_us = us_from_ns(overlap ? r.baseline.step_ns : r.run.step_ns);
+  }
   out.overlap_gain =
       out.step_time_us > 0 ? out.baseline_step_time_us / out.step_time_us - 1.0 : 0.0;
   out.exposed_comm_us = p.exposed_comm_us;

@@ -70,6 +70,10 @@ struct OpCost {
   /// thread issues every rank's kernels, so two ops on two streams cannot both be issued at once);
   /// 0 = the host is never the limit.
   TimeNs host_ns = 0;
+  /// The device's own time (0: duration_ns). With host_ns the op ends when both are done: at
+  /// max(start + device_ns, issue + host_ns), so what the host issued ahead of the op's start is
+  /// not paid again; duration_ns = max(device_ns, host_ns) is the op alone.
+  TimeNs device_ns = 0;
   bool host_blocks = false;  ///< the host waits for the GPU before it can issue this op
   std::vector<Component> parts;
 

@@ -108,13 +108,17 @@ class Builder {
     return timed(work_us, kernels, hw_.kernel_launch_us);
   }
   /// As above with `call_us` per launch (a GEMM library call costs more than a plain kernel).
-  /// The host's share of a call is one launch: what a small GEMM costs beyond that (measured
-  /// back to back, gemm_call_us) is device time, which other ranks' streams overlap on a shared
-  /// GPU, so the host-issue sum of virtual ranks counts kernel_launch_us per call.
+  /// Virtual ranks: the host's share of a call is one launch: what a small GEMM costs beyond
+  /// that (measured back to back, gemm_call_us) is device time, which other ranks' streams
+  /// overlap on a shared GPU, so their host-issue sum counts kernel_launch_us per call (the
+  /// one-GPU calibration loops fit best so). A rank with a GPU of its own: the host pays the
+  /// whole call (on the H200 machines one cuBLAS call costs the host 9.6-11.9 us).
   double timed(double work_us, double kernels, double call_us) const {
     switch (mode_) {
       case TimeMode::device: return share_ * work_us;
-      case TimeMode::host: return share_ * kernels * std::min(call_us, hw_.kernel_launch_us);
+      case TimeMode::host:
+        return share_ * kernels *
+               (host_pays_call_ ? call_us : std::min(call_us, hw_.kernel_launch_us));
       default: return share_ * std::max(work_us + call_us, kernels * call_us);
     }
   }
@@ -124,6 +128,8 @@ class Builder {
   /// op takes the larger of the two sums, see step_costs.cpp).
   enum class TimeMode { normal, device, host };
   TimeMode mode_ = TimeMode::normal;
+  /// Host mode: a library call costs the host call_us (a GPU per rank), not one launch.
+  bool host_pays_call_ = false;
 
   /// Core attention (flash style): causal, queries of this rank against the whole sequence.
   Component core_attention(const char* name, double factor) const {

@@ -178,6 +178,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
   struct RankRun {
     int idx = 0, steps = 0, warmup = 0, total_layers = 0;
     double end = 0, overlap = 0, dp_done = 0, busy_compute = 0, busy_comm = 0, exposed = 0;
+    double host = 0;  // when the rank's host has issued its steps so far
   };
   RankRun runs_small[16];
   std::vector<RankRun> runs_big;
@@ -224,15 +225,21 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
         const int b_sig = ref.b >= 0 ? ws.sig_of[r * V + b.chunk] : -1;
         const Timing& steady = timing(f_sig, b_sig);
         // A step may begin before the last one ends by as much as both step types overlap
-        // their own kind back to back (lambda - pi); it also waits for its inputs.
-        const double own = std::max(0.0, steady.lambda - steady.pi);
+        // their own kind back to back (lambda - pi); it also waits for its inputs. The device's
+        // chain takes each op's device time; the host issues step after step from where it
+        // left off (a step that waits for its inputs has been issued ahead), and the step ends
+        // when both are through.
+        const bool last = cfg.opt.overlap_grad_reduce && ref.b >= 0 && b.microbatch == M - 1;
+        const Timing& t = last ? last_timing(f_sig, b_sig, run.total_layers) : steady;
+        const double own = std::max(0.0, steady.lambda_dev - steady.pi_dev);
         const double start =
             run.idx == 0 ? ready : std::max(run.end - std::min(run.overlap, own), ready);
         run.overlap = own;
-        // The chunk's last backward: its gradients are reduced layer by layer during the step.
-        const bool last = cfg.opt.overlap_grad_reduce && ref.b >= 0 && b.microbatch == M - 1;
-        const Timing& t = last ? last_timing(f_sig, b_sig, run.total_layers) : steady;
-        run.end = start + t.lambda;
+        const double host_start = run.host;
+        run.end = start + std::max(t.lambda_dev, t.span(start - host_start));
+        run.host += t.host;
+        // A host synchronisation in the step ties the host to the device there.
+        if (t.host_syncs) run.host = std::max(run.host, run.end - (t.lambda - t.host_done));
         if (last) {
           const int n = ws.chunk_layers[r * V + b.chunk];
           const double d = dp_total * n / std::max(1, run.total_layers);
@@ -242,14 +249,14 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
           const int stage = f.chunk * P + r;
           if (stage < P * V - 1) {
             ws.fwd_arrival[static_cast<std::size_t>(stage) * M + f.microbatch] =
-                static_cast<TimeNs>(start + t.sigma_f + 0.5);
+                static_cast<TimeNs>(std::max(start + t.sigma_f_dev, host_start + t.sigma_f) + 0.5);
           }
         }
         if (ref.b >= 0) {
           const int stage = b.chunk * P + r;
           if (stage > 0) {
             ws.bwd_arrival[static_cast<std::size_t>(stage) * M + b.microbatch] =
-                static_cast<TimeNs>(start + t.sigma_b + 0.5);
+                static_cast<TimeNs>(std::max(start + t.sigma_b_dev, host_start + t.sigma_b) + 0.5);
           }
         }
         run.busy_compute += t.busy_compute;

@@ -1,6 +1,7 @@
 #pragma once
 // Step types of the steady-state fast path (internal to model/): their shapes, simulated timings
 // and per-thread buffers (fast_path_types.cpp), used by the pipeline recursion (fast_path.cpp).
+#include <algorithm>
 #include <vector>
 
 #include "model/config.hpp"
@@ -31,6 +32,22 @@ struct Timing {
   double sigma_b = 0;  // backward send done, from the step's start
   double busy_compute = 0, busy_comm = 0, exposed = 0;
   double dp_end = 0;  // gradient reduce done, from the step's start (last backward only)
+  // The same with the host ahead of the device (every op its device time), and the host's own
+  // issue time of one step: fast_step runs the device's chain and the host's side by side.
+  double lambda_dev = 0, pi_dev = 0, sigma_f_dev = 0, sigma_b_dev = 0;
+  double host = 0;
+  double head_mid = 0,
+         lambda_mid = 0;    // span with the host ahead by head_mid = lambda - lambda_dev
+  double host_done = 0;     // the host done issuing the step (the step alone)
+  bool host_syncs = false;  // the host waits for the device inside the step
+
+  /// Span of the step when its host began `head` ns before its device could (negative: after):
+  /// through (0, lambda), (head_mid, lambda_mid), then down by the head start to lambda_dev.
+  double span(double head) const {
+    if (head <= 0 || host <= 0) return lambda - std::min(0.0, head);
+    if (head <= head_mid) return lambda + (lambda_mid - lambda) * head / head_mid;
+    return std::max(lambda_dev, lambda_mid - (head - head_mid));
+  }
 
   Timing extrapolate(const Timing& smaller, double periods) const {
     Timing t;
@@ -42,6 +59,15 @@ struct Timing {
     t.busy_comm = busy_comm + periods * (busy_comm - smaller.busy_comm);
     t.exposed = exposed + periods * (exposed - smaller.exposed);
     t.dp_end = dp_end + periods * (dp_end - smaller.dp_end);
+    t.lambda_dev = lambda_dev + periods * (lambda_dev - smaller.lambda_dev);
+    t.pi_dev = pi_dev + periods * (pi_dev - smaller.pi_dev);
+    t.sigma_f_dev = sigma_f_dev + periods * (sigma_f_dev - smaller.sigma_f_dev);
+    t.sigma_b_dev = sigma_b_dev + periods * (sigma_b_dev - smaller.sigma_b_dev);
+    t.host = host + periods * (host - smaller.host);
+    t.head_mid = head_mid + periods * (head_mid - smaller.head_mid);
+    t.lambda_mid = lambda_mid + periods * (lambda_mid - smaller.lambda_mid);
+    t.host_done = host_done + periods * (host_done - smaller.host_done);
+    t.host_syncs = host_syncs;
     return t;
   }
 };

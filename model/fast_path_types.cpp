@@ -49,12 +49,30 @@ Timing simulate_type(Workspace& ws, const Config& cfg, const StepCosts& costs, b
   SimOptions o = options;
   o.keep_timings = false;
   ws.sim.run(&ws.sched, 1, cfg, costs, o);
-  TimeNs end[kReps] = {0, 0, 0};
-  TimeNs send_f = -1, send_b = -1, dp_end = 0;
+  const auto& ops = ws.sched.ops;
+  // Span of the first copy, back-to-back increment and send times of the run just simulated.
+  auto spans = [&](double& lambda, double& pi, double& sigma_f, double& sigma_b) {
+    TimeNs end[kReps] = {0, 0, 0};
+    TimeNs send_f = -1, send_b = -1;
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      const ScheduleOp& op = ops[i];
+      if (op.lane == Lane::grad_reduce) continue;
+      const TimeNs e = ws.sim.end_ns(0, i);
+      end[op.step] = std::max(end[op.step], e);
+      if (op.step == reps - 1 && op.pp_role == PpRole::send)
+        (op.dir == Direction::forward ? send_f : send_b) = e;
+    }
+    lambda = static_cast<double>(end[0]);
+    pi = static_cast<double>(end[reps - 1] - (reps > 1 ? end[reps - 2] : 0));
+    const double start_last = static_cast<double>(end[reps - 1]) - lambda;
+    sigma_f = send_f >= 0 ? static_cast<double>(send_f) - start_last : lambda;
+    sigma_b = send_b >= 0 ? static_cast<double>(send_b) - start_last : lambda;
+  };
   Timing t;
+  spans(t.lambda, t.pi, t.sigma_f, t.sigma_b);
+  TimeNs dp_end = 0;
   ws.ep.clear();
   ws.compute.clear();
-  const auto& ops = ws.sched.ops;
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const ScheduleOp& op = ops[i];
     const TimeNs s = ws.sim.start_ns(0, i), e = ws.sim.end_ns(0, i);
@@ -62,11 +80,8 @@ Timing simulate_type(Workspace& ws, const Config& cfg, const StepCosts& costs, b
       dp_end = std::max(dp_end, e);
       continue;
     }
-    end[op.step] = std::max(end[op.step], e);
-    if (op.step == reps - 1) {
-      if (op.pp_role == PpRole::send) (op.dir == Direction::forward ? send_f : send_b) = e;
+    if (op.step == reps - 1)
       (op.lane == Lane::compute ? t.busy_compute : t.busy_comm) += static_cast<double>(e - s);
-    }
     if (e <= s) continue;
     if (op.lane == Lane::compute) {
       ws.compute.push_back({s, e});
@@ -74,13 +89,42 @@ Timing simulate_type(Workspace& ws, const Config& cfg, const StepCosts& costs, b
       ws.ep.push_back({s, e});
     }
   }
-  t.lambda = static_cast<double>(end[0]);
-  t.pi = static_cast<double>(end[reps - 1] - (reps > 1 ? end[reps - 2] : 0));
-  const double start_last = static_cast<double>(end[reps - 1]) - t.lambda;
-  t.sigma_f = send_f >= 0 ? static_cast<double>(send_f) - start_last : t.lambda;
-  t.sigma_b = send_b >= 0 ? static_cast<double>(send_b) - start_last : t.lambda;
   t.exposed = static_cast<double>(uncovered_length_merged(ws.ep, ws.compute)) / reps;
   t.dp_end = static_cast<double>(dp_end);
+  // The host's issue time of one copy, and the same copies with the host ahead of the device
+  // (every op its device time): fast_step runs the device's chain and the host's side by side.
+  const bool fold = !(ws.sched.overlapped && cfg.opt.delay_wgrad_compute);
+  double host = 0;
+  for (const ScheduleOp& op : ops)
+    if (op.step == reps - 1 && op.lane != Lane::grad_reduce)
+      host += static_cast<double>(resolve_op(costs, op, fold).host_ns);
+  t.host = host;
+  // Where a copy holds a host synchronisation the host cannot run ahead of the device past it:
+  // when it finished issuing the first copy, as the device ran.
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    if (ops[i].step != 0 || ops[i].lane == Lane::grad_reduce) continue;
+    t.host_done = std::max(t.host_done, static_cast<double>(ws.sim.issued_ns(0, i)));
+    t.host_syncs = t.host_syncs || (ops[i].host_blocks && options.host_blocking);
+  }
+  t.lambda_dev = t.lambda;
+  t.pi_dev = t.pi;
+  t.sigma_f_dev = t.sigma_f;
+  t.sigma_b_dev = t.sigma_b;
+  if (host > 0) {
+    // Far ahead: every op its device time. Then ahead by the difference, where the first copy's
+    // span leaves the straight line lambda - head start the most.
+    o.host_head_start_ns = static_cast<TimeNs>(1e15);
+    ws.sim.run(&ws.sched, 1, cfg, costs, o);
+    spans(t.lambda_dev, t.pi_dev, t.sigma_f_dev, t.sigma_b_dev);
+    t.head_mid = std::max(0.0, t.lambda - t.lambda_dev);
+    t.lambda_mid = t.lambda_dev;
+    if (t.head_mid > 0) {
+      o.host_head_start_ns = static_cast<TimeNs>(t.head_mid);
+      ws.sim.run(&ws.sched, 1, cfg, costs, o);
+      double pi, sf, sb;
+      spans(t.lambda_mid, pi, sf, sb);
+    }
+  }
   return t;
 }
 

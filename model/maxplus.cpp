@@ -39,6 +39,7 @@ TimeNs maxplus_step_ns(const PipelineSchedule& schedule, const Config& cfg,
         if (op.host_blocks) host[r] = std::max(host[r], ready) + sync;
         const OpParams params = resolve_op(costs, op, fold);
         TimeNs s = std::max(host[r], ready);
+        const TimeNs issued = host[r];
         host[r] += params.host_ns;  // issued at the old host time, which then moves on
         // The single hardware queue orders every op but the gradient reduce (see simulate.cpp).
         if (single_queue && op.lane != Lane::grad_reduce && queue_prev[r] >= 0) {
@@ -49,7 +50,11 @@ TimeNs maxplus_step_ns(const PipelineSchedule& schedule, const Config& cfg,
         }
         if (op.lane != Lane::grad_reduce) queue_prev[r] = i;
         start[r][i] = s;
-        end[r][i] = s + params.duration_ns;
+        // What the host issued before the op could start is not paid again (simulate.cpp).
+        end[r][i] = params.host_ns > 0
+                        ? s + std::max(std::min(params.device_ns, params.duration_ns),
+                                       std::min(params.duration_ns, issued + params.host_ns - s))
+                        : s + params.duration_ns;
         ++next[r];
         progress = true;
       }

@@ -130,7 +130,9 @@ void Simulator::advance_host(int r, TimeNs now) {
       return;
     }
     op.issued = true;
-    R.host_time = std::max(R.host_time, now) + op.host_ns;
+    // Before time 0 the host issues on its own (a head start); after, no earlier than now.
+    op.issue_ns = R.host_time < 0 ? R.host_time : std::max(R.host_time, now);
+    R.host_time = op.issue_ns + op.host_ns;
     ++R.host_next;
     if (op.deps_left == 0) candidates_.push_back(g);
   }
@@ -195,6 +197,9 @@ void Simulator::try_start(std::int32_t g, TimeNs now) {
   }
   op.started = true;
   start_[g] = now;
+  // What the host issued before the op could start is not paid again.
+  if (op.host_ns > 0 && op.dev < op.dur)
+    op.dur = std::max(op.dev, std::min(op.dur, op.issue_ns + op.host_ns - now));
   ++events_;
   R.running[op.lane] = g;
   if (queued) {
@@ -288,6 +293,9 @@ TimeNs SimWorkspace::start_ns(int rank, int op) const {
 }
 TimeNs SimWorkspace::end_ns(int rank, int op) const {
   return impl_->sim.end_ns(rank, op);
+}
+TimeNs SimWorkspace::issued_ns(int rank, int op) const {
+  return impl_->sim.issued_ns(rank, op);
 }
 std::uint64_t SimWorkspace::num_events() const {
   return impl_->sim.events();

@@ -30,12 +30,16 @@ struct SimOptions {
   bool host_blocking = true;  ///< model the dispatchers' host synchronisations
   double compute_rate_under_comm = -1.0;  ///< in (0,1]: overrides the hardware curve (tests)
   bool keep_timings = true;   ///< keep per-op start/end in SimRun::timings (traces)
+  /// How long before the run each rank's host began issuing (the fast path's step types with the
+  /// host ahead of the device): ops it issued before time 0 are not waited for again.
+  TimeNs host_head_start_ns = 0;
 };
 
 /// Duration and resources of one schedule op, resolved from the StepCosts.
 struct OpParams {
   TimeNs duration_ns = 0;
   TimeNs host_ns = 0;  ///< host issue time (OpCost::host_ns)
+  TimeNs device_ns = 0;  ///< device time (OpCost::device_ns, or duration_ns where unset)
   int sms = 0;
   int num_kernels = 1;
   LinkClass link = LinkClass::none;
@@ -89,6 +93,8 @@ class SimWorkspace {
              const SimOptions& options);
   TimeNs start_ns(int rank, int op) const;
   TimeNs end_ns(int rank, int op) const;
+  /// When the host finished issuing the op (its issue plus its host time).
+  TimeNs issued_ns(int rank, int op) const;
   std::uint64_t num_events() const;
 
  private:

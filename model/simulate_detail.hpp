@@ -19,6 +19,8 @@ constexpr TimeNs kNever = std::numeric_limits<TimeNs>::max();
 struct SimOp {
   TimeNs dur = 0;
   TimeNs host_ns = 0;  // host issue time: the host issues the next op this much later
+  TimeNs dev = 0;      // device time: with host_ns, the op ends at max(start + dev, issue + host)
+  TimeNs issue_ns = 0;
   TimeNs kernel_ns = 1;
   double comm_rate = 1.0;  // compute rate while this communication op runs
   std::int32_t rank = 0;
@@ -85,6 +87,10 @@ class Simulator {
 
   TimeNs start_ns(int r, int i) const { return start_[ranks_[r].offset + i]; }
   TimeNs end_ns(int r, int i) const { return end_[ranks_[r].offset + i]; }
+  TimeNs issued_ns(int r, int i) const {
+    const SimOp& op = ops_[ranks_[r].offset + i];
+    return op.issue_ns + op.host_ns;
+  }
 
   TimeNs step_ns() const {
     TimeNs t = 0;
@@ -113,7 +119,7 @@ class Simulator {
 
   struct Cached {
     bool set = false;
-    TimeNs dur = 0, kernel_ns = 1, host_ns = 0;
+    TimeNs dur = 0, kernel_ns = 1, host_ns = 0, dev = 0;
     double rate = 1.0;
   };
   const Schedule* sched_ = nullptr;

@@ -18,6 +18,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
   sync_ns_ = ns_from_us(cfg.hw.host_sync_us);
   const int R = num_ranks;
   ranks_.assign(R, RankState{});
+  for (auto& rank : ranks_) rank.host_time = -std::max<TimeNs>(0, o.host_head_start_ns);
   std::size_t total = 0;
   for (int r = 0; r < R; ++r) {
     ranks_[r].offset = static_cast<std::int32_t>(total);
@@ -52,6 +53,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
         c.set = true;
         c.dur = p.duration_ns;
         c.host_ns = p.host_ns;
+        c.dev = std::min(p.device_ns, p.duration_ns);
         c.kernel_ns = std::max<TimeNs>(1, p.duration_ns / p.num_kernels);
         c.rate = 1.0;
         if (so.lane != Lane::compute) {
@@ -62,6 +64,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
       }
       op.dur = c.dur;
       op.host_ns = c.host_ns;
+      op.dev = c.dev;
       op.kernel_ns = c.kernel_ns;
       op.comm_rate = c.rate;
       op.rank = r;

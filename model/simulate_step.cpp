@@ -19,6 +19,7 @@ OpParams params_of(const OpCost& c) {
   OpParams p;
   p.duration_ns = std::max<TimeNs>(0, c.duration_ns);
   p.host_ns = std::max<TimeNs>(0, c.host_ns);
+  p.device_ns = c.device_ns > 0 ? c.device_ns : p.duration_ns;
   p.sms = c.sms;
   p.num_kernels = std::max(1, c.num_kernels);
   p.link = c.link;
@@ -52,11 +53,13 @@ OpParams resolve_op(const StepCosts& costs, const ScheduleOp& op, bool fold_wgra
       const OpCost& w = layer_cost(lc, OpKind::mlp_wgrad, Direction::wgrad);
       p.duration_ns += w.duration_ns;
       p.host_ns += w.host_ns;
+      p.device_ns += w.device_ns > 0 ? w.device_ns : w.duration_ns;
       p.num_kernels += w.num_kernels;
     } else if (op.kind == OpKind::pre_dispatch) {
       const OpCost& w = layer_cost(lc, OpKind::pre_dispatch_wgrad, Direction::wgrad);
       p.duration_ns += w.duration_ns;
       p.host_ns += w.host_ns;
+      p.device_ns += w.device_ns > 0 ? w.device_ns : w.duration_ns;
       p.num_kernels += w.num_kernels;
     }
   }

@@ -31,10 +31,10 @@ StepCosts compute_step_costs(const Config& cfg) {
   // launch per rank before the device starts), not the sum of per-kernel maxima.
   auto layer = [&](bool moe, bool mtp) {
     LayerCosts L = build_layer(b, moe, mtp);
-    if (cfg.virtual_ranks <= 0) return L;
     Builder dev = b, host = b;
     dev.mode_ = Builder::TimeMode::device;
     host.mode_ = Builder::TimeMode::host;
+    host.host_pays_call_ = cfg.virtual_ranks <= 0;
     const LayerCosts Ld = build_layer(dev, moe, mtp), Lh = build_layer(host, moe, mtp);
     // The ranks' compute ops run side by side and end unevenly (HardwareProfile::vr_tail_coeff).
     const double tail = cfg.virtual_ranks >= 2 ? 1.0 + cfg.hw.vr_tail_coeff : 1.0;
@@ -44,7 +44,9 @@ StepCosts compute_step_costs(const Config& cfg) {
       for (const auto& c : Lh.ops[i].parts) hs += c.duration_us;
       if (d + hs <= 0) continue;
       if (L.ops[i].stream == StreamKind::compute) d *= tail;
-      L.ops[i].duration_ns = ns_from_us(std::max(d + b.share_ * cfg.hw.kernel_launch_us, hs));
+      const double device = d + b.share_ * cfg.hw.kernel_launch_us;
+      L.ops[i].duration_ns = ns_from_us(std::max(device, hs));
+      L.ops[i].device_ns = ns_from_us(device);
       L.ops[i].host_ns = ns_from_us(hs);
     }
     return L;

@@ -7,6 +7,8 @@
 //  - Each stream is FIFO, so a rank's span is at least either stream's work.
 //  - The rank's first step waits for micro-batch 0's forward through the earlier stages; the
 //    last backward of chunk 0 must then pass back through them (pipeline fill and drain).
+//  - An op takes at least its device time (OpCost::device_ns): the host may have issued it
+//    ahead of its start, so the sums count that, not the op alone (duration_ns).
 // Contention only stretches ops and host syncs only delay them; kSlack covers the fast path's
 // rounding and extrapolation (tests/planner asserts bound <= prediction over a broad suite).
 #include "planner/step_bound.hpp"
@@ -24,6 +26,12 @@ namespace {
 
 constexpr double kSlack = 0.98;
 
+/// The least time an op takes: its device time where the host may issue it ahead.
+double least_ns(const model::OpCost& op) {
+  const double d = static_cast<double>(op.duration_ns);
+  return op.device_ns > 0 ? std::min(d, static_cast<double>(op.device_ns)) : d;
+}
+
 /// Per-layer sums of one layer kind, in nanoseconds.
 struct LayerSums {
   double compute_f = 0;  ///< forward compute-stream work
@@ -37,7 +45,7 @@ struct LayerSums {
 LayerSums sums_of(const model::LayerCosts& l) {
   LayerSums s;
   for (const auto& op : l.ops) {
-    const double d = static_cast<double>(op.duration_ns);
+    const double d = least_ns(op);
     const bool fwd = op.dir == model::Direction::forward;
     if (op.stream == model::StreamKind::compute) {
       (fwd ? s.compute_f : s.compute_b) += d;
@@ -52,7 +60,7 @@ LayerSums sums_of(const model::LayerCosts& l) {
 }
 
 double compute_of(const model::OpCost& op) {
-  return op.stream == model::StreamKind::compute ? static_cast<double>(op.duration_ns) : 0.0;
+  return op.stream == model::StreamKind::compute ? least_ns(op) : 0.0;
 }
 
 /// Sums of one chunk (virtual stage) of a rank for one micro-batch.

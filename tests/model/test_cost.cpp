@@ -208,11 +208,24 @@ TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are
   CHECK(ratio == Approx(1.1).epsilon(0.01));
   CHECK(b.moe_layer.get(OpKind::dispatch, Direction::forward).duration_ns ==
         untailed.moe_layer.get(OpKind::dispatch, Direction::forward).duration_ns);
-  // Without virtual ranks neither applies.
+  // A host thread per GPU issues its kernels too; there are no uneven ends, and no stand-ins.
   cfg.virtual_ranks = 0;
   const StepCosts g = compute_step_costs(cfg);
-  CHECK(g.moe_layer.get(OpKind::mlp, Direction::forward).host_ns == 0);
+  const OpCost& g_mlp = g.moe_layer.get(OpKind::mlp, Direction::forward);
+  CHECK(g_mlp.host_ns > 0);
+  CHECK(g_mlp.device_ns > 0);
+  CHECK(g_mlp.duration_ns == std::max(g_mlp.device_ns, g_mlp.host_ns));
   CHECK(g.embedding_fwd.duration_ns == 0);
+  // Its host pays each GEMM library call whole; a host issuing for virtual ranks pays a launch.
+  cfg.hw.gemm_call_us = 20.0;
+  const OpCost& dear = compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward);
+  CHECK(dear.host_ns >= g_mlp.host_ns + ns_from_us(19.0) * 2);
+  cfg.virtual_ranks = 4;
+  cfg.hw.gemm_call_us = 0.01;
+  const TimeNs vr_cheap =
+      compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward).host_ns;
+  cfg.hw.gemm_call_us = 20.0;
+  CHECK(compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward).host_ns == vr_cheap);
 }
 
 TEST_CASE("expert GEMMs: auto takes four streams for a small weight on a GPU of its own",
