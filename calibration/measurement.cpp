@@ -8,6 +8,7 @@
 #include "model/cost.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
+#include "model/memory.hpp"
 #include "model/prediction.hpp"
 #include "model/simulate.hpp"
 
@@ -213,54 +214,49 @@ model::Config measured_ops_config(const MeasuredRun& m, const model::HardwarePro
 
 RunPrediction predict_measured(const MeasuredRun& m, const model::HardwareProfile& hw) {
   const model::Config c = measured_config(m, hw);
-  const model::Prediction p = model::predict(c);
+  // What model::predict() does, with each cost table computed once: the configured schedule's
+  // and, with the overlap on, its baseline's (whose ops the baseline records hold: overlap
+  // options off, so a backward op holds its weight gradient even where the configured schedule
+  // delays it).
+  const bool overlap = c.opt.overlap_moe_expert_parallel_comm;
+  model::StepCosts run_costs = model::compute_step_costs(c);
+  model::StepCosts base_costs =
+      overlap ? model::compute_step_costs(model::baseline_config(c)) : run_costs;
   RunPrediction out;
-  // The baseline schedule's ops run with the overlap options off (a backward op holds its weight
-  // gradient even where the configured schedule delays it).
-  const bool own_costs = m.ops_from_baseline && c.opt.overlap_moe_expert_parallel_comm;
-  const model::StepCosts ops_costs =
-      own_costs ? model::compute_step_costs(model::baseline_config(c)) : model::StepCosts{};
-  const model::StepCosts& costs = own_costs ? ops_costs : p.costs;
-  const auto& layer = c.model.num_experts > 0 ? costs.moe_layer : costs.dense_layer;
+  const model::StepCosts& ops_costs = m.ops_from_baseline ? base_costs : run_costs;
+  const auto& layer = c.model.num_experts > 0 ? ops_costs.moe_layer : ops_costs.dense_layer;
   for (const auto& op : layer.ops)
     if (op.duration_ns > 0)
       out.op_mean_us[std::string(model::to_string(op.kind)) + "/" + model::to_string(op.dir)] =
           op.duration_us();
-  // The step times without what the prediction still holds of the stand-in stages (a vocabulary
-  // of 1 still launches their kernels): the steps simulated with those ops at no cost (taking
-  // their durations off the simulated step would also take off what the host's head start hid
-  // of them). A decoder-only prediction has none of the model's: on virtual ranks it counts the
+  // The steps are simulated without what the prediction still holds of the stand-in stages (a
+  // vocabulary of 1 still launches their kernels): those ops cost nothing (taking their
+  // durations off the simulated step would also take off what the host's head start hid of
+  // them). A decoder-only prediction has none of the model's: on virtual ranks it counts the
   // executor's own stand-ins, which the measurement holds too.
-  out.step_time_us = p.step_time_us;
-  out.baseline_step_time_us = p.baseline_step_time_us;
   if (!c.decoder_only) {
-    auto strip = [](model::StepCosts sc) {
+    for (model::StepCosts* sc : {&run_costs, &base_costs})
       for (model::OpCost* op :
-           {&sc.embedding_fwd, &sc.embedding_bwd, &sc.lm_head_fwd, &sc.lm_head_bwd}) {
+           {&sc->embedding_fwd, &sc->embedding_bwd, &sc->lm_head_fwd, &sc->lm_head_bwd}) {
         op->duration_ns = op->host_ns = op->device_ns = 0;
         op->parts.clear();
       }
-      return sc;
-    };
-    const bool overlap = c.opt.overlap_moe_expert_parallel_comm;
-    const model::StepCosts run_costs = strip(p.costs);
-    const model::StepCosts base_costs =
-        overlap ? strip(model::compute_step_costs(model::baseline_config(c))) : run_costs;
-    model::SimOptions o;
-    o.keep_timings = false;
-    const model::SimResult r = model::simulate_step(c, run_costs, base_costs, o);
-    out.step_time_us = us_from_ns(r.run.step_ns);
-    out.baseline_step_time_us = us_from_ns(overlap ? r.baseline.step_ns : r.run.step_ns);
   }
+  model::SimOptions o;
+  o.keep_timings = false;
+  const model::SimResult r = model::simulate_step(c, run_costs, base_costs, o);
+  out.step_time_us = us_from_ns(r.run.step_ns);
+  out.baseline_step_time_us = us_from_ns(r.baseline.step_ns);
   out.overlap_gain =
       out.step_time_us > 0 ? out.baseline_step_time_us / out.step_time_us - 1.0 : 0.0;
-  out.exposed_comm_us = p.exposed_comm_us;
-  out.baseline_exposed_comm_us = p.baseline_exposed_comm_us;
+  out.exposed_comm_us = us_from_ns(r.run.exposed_ep_comm_ns);
+  out.baseline_exposed_comm_us = us_from_ns(r.baseline.exposed_ep_comm_ns);
+  const model::MemoryBreakdown memory = model::estimate_memory(c, r.microbatches_in_flight);
   // Like with like: the executor reports the arena it allocated (weights, gradients, activation
   // slots, transport buffers). It keeps no optimizer states, and the CUDA context, NCCL and
   // cuBLAS workspaces lie outside the arena, so those terms of the Megatron model are left out.
-  out.peak_memory_bytes = std::max(
-      0.0, p.memory.total_bytes - p.memory.optimizer_bytes - p.memory.framework_overhead_bytes);
+  out.peak_memory_bytes =
+      std::max(0.0, memory.total_bytes - memory.optimizer_bytes - memory.framework_overhead_bytes);
   return out;
 }
 
