@@ -27,6 +27,7 @@ struct ModelSpec {
   AttentionKind attention = AttentionKind::gqa;
   MlaSpec mla;
   int vocab_size = 0;
+  int make_vocab_size_divisible_by = 128;  ///< Megatron pads vocab_size to a multiple of this x TP
   int ffn_hidden_size = 0;       ///< FFN width of dense layers
   int num_experts = 0;           ///< routed experts per MoE layer
   int router_topk = 0;

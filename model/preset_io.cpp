@@ -37,6 +37,7 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
     throw EPO_INPUT_ERROR(where, ": key 'attention' has value \"", att, "\" (allowed: gqa, mla)");
   }
   m.vocab_size = r.require_int("vocab_size", 1, 1 << 24);
+  m.make_vocab_size_divisible_by = r.get_int("make_vocab_size_divisible_by", 128, 1, 1 << 20);
   m.ffn_hidden_size = r.get_int("ffn_hidden_size", 0, 0, 1 << 22);
   m.num_experts = r.get_int("num_experts", 0, 0, 1 << 16);
   m.router_topk = r.get_int("router_topk", 0, 0, 1024);
@@ -104,6 +105,7 @@ nlohmann::json to_json(const ModelSpec& m) {
                 {"v_head_dim", m.mla.v_head_dim}};
   }
   put("vocab_size", m.vocab_size);
+  put("make_vocab_size_divisible_by", m.make_vocab_size_divisible_by);
   put("ffn_hidden_size", m.ffn_hidden_size);
   put("num_experts", m.num_experts);
   put("router_topk", m.router_topk);
