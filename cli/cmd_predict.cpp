@@ -39,21 +39,29 @@ nlohmann::json op_json(const model::OpCost& op) {
 }
 
 void print_memory(const model::MemoryBreakdown& m) {
-  std::printf("\nMemory per GPU (first pipeline stage)\n");
+  std::printf("\nMemory per GPU (pipeline rank %d, the fullest of %zu)\n", m.peak_stage,
+              m.stage_total_bytes.size());
   auto row = [](const char* name, double b) { std::printf("  %-28s %12s\n", name, fmt_bytes(b).c_str()); };
   row("weights (bf16)", m.weights_bytes);
-  row("gradients (fp32)", m.gradients_bytes);
+  if (m.fp8_weight_bytes > 0) row("fp8 weight copies", m.fp8_weight_bytes);
+  row("gradients", m.gradients_bytes);
   row("optimizer states", m.optimizer_bytes);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "activations (%.1f in flight)", m.microbatches_in_flight);
+  std::snprintf(buf, sizeof buf, "activations (%.0f in flight)", m.microbatches_in_flight);
   row(buf, m.activations_bytes);
+  row("transient at the peak", m.transient_bytes);
   row("dispatcher buffers", m.dispatcher_buffers_bytes);
-  row("overlap extra", m.overlap_extra_bytes);
-  row("delayed-wgrad retention", m.delayed_wgrad_bytes);
+  if (m.cuda_graph_bytes > 0) row("CUDA-graph surfaces", m.cuda_graph_bytes);
+  row("allocated (PyTorch peak)", m.allocated_bytes);
   row("framework + fragmentation", m.framework_overhead_bytes);
   row("total", m.total_bytes);
   std::printf("  %-28s %12s  -> %s by %s\n", "capacity", fmt_bytes(m.capacity_bytes).c_str(),
               m.fits ? "fits" : "DOES NOT FIT", fmt_bytes(std::fabs(m.margin_bytes)).c_str());
+  if (m.stage_total_bytes.size() > 1) {
+    std::printf("  per pipeline rank:");
+    for (double b : m.stage_total_bytes) std::printf(" %s", fmt_bytes(b).c_str());
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -85,6 +93,9 @@ nlohmann::json prediction_json(const model::Config& cfg, const model::Prediction
             {"overlap_extra_bytes", m.overlap_extra_bytes},
             {"delayed_wgrad_bytes", m.delayed_wgrad_bytes},
             {"framework_overhead_bytes", m.framework_overhead_bytes},
+            {"fp8_weight_bytes", m.fp8_weight_bytes}, {"transient_bytes", m.transient_bytes},
+            {"cuda_graph_bytes", m.cuda_graph_bytes}, {"allocated_bytes", m.allocated_bytes},
+            {"peak_stage", m.peak_stage}, {"stage_total_bytes", m.stage_total_bytes},
             {"total_bytes", m.total_bytes}, {"capacity_bytes", m.capacity_bytes},
             {"fits", m.fits}, {"margin_bytes", m.margin_bytes}}},
           {"moe_layer_ops", ops}};

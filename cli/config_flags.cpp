@@ -4,6 +4,7 @@
 
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/pipeline_layout.hpp"
 
 namespace epo::cli {
 
@@ -70,6 +71,18 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--skew", f.skew, "Zipf exponent of expert popularity for --routing skewed");
   sub.add_option("--capacity-factor", f.capacity_factor, "expert capacity factor (0 = dropless)");
   sub.add_option("--seed", f.seed, "routing seed");
+  sub.add_option("--pipeline-layout", f.pipeline_layout,
+                 "Megatron pipeline_model_parallel_layout, e.g. \"Et|(tt|)*30mL\"");
+  sub.add_option("--first-stage-layers", f.first_stage_layers,
+                 "num_layers_in_first_pipeline_stage");
+  sub.add_option("--last-stage-layers", f.last_stage_layers, "num_layers_in_last_pipeline_stage");
+  sub.add_flag("--account-for-embedding", f.account_for_embedding,
+               "account_for_embedding_in_pipeline_split");
+  sub.add_flag("--account-for-loss", f.account_for_loss, "account_for_loss_in_pipeline_split");
+  sub.add_flag("--bf16-grads", f.bf16_grads,
+               "bf16 gradient buffers (grad_reduce_in_fp32 = false, as Bridge's perf recipes)");
+  sub.add_flag("--bf16-adam-moments", f.bf16_adam_moments,
+               "precision-aware optimizer with bf16 exp_avg / exp_avg_sq");
   sub.add_option("--virtual-ranks", f.virtual_ranks,
                  "R EP ranks sharing one GPU (sets gpus = ep = R unless given)");
 }
@@ -115,6 +128,12 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--mbs")) p.micro_batch_size = f.mbs;
   if (use("--gbs")) p.global_batch_size = f.gbs;
   if (use("--seq")) p.seq_length = f.seq;
+  if (use("--pipeline-layout")) p.pipeline_layout = f.pipeline_layout;
+  if (use("--first-stage-layers")) p.first_stage_layers = f.first_stage_layers;
+  if (use("--last-stage-layers")) p.last_stage_layers = f.last_stage_layers;
+  if (use("--account-for-embedding"))
+    p.account_for_embedding_in_pipeline_split = f.account_for_embedding;
+  if (use("--account-for-loss")) p.account_for_loss_in_pipeline_split = f.account_for_loss;
   Options& o = c.opt;
   if (use("--dispatcher")) o.dispatcher = parse_dispatcher(f.dispatcher, "--dispatcher");
   if (use("--flex-backend")) o.flex_backend = parse_flex_backend(f.flex_backend, "--flex-backend");
@@ -138,6 +157,8 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--skew")) o.routing.skew = f.skew;
   if (use("--seed")) o.routing.seed = f.seed;
   if (use("--capacity-factor")) o.capacity_factor = f.capacity_factor;
+  if (use("--bf16-grads")) o.grad_reduce_in_fp32 = !f.bf16_grads;
+  if (use("--bf16-adam-moments")) o.adam_moments_bf16 = f.bf16_adam_moments;
   if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;
   if (given(f, "--virtual-ranks")) {
     c.virtual_ranks = f.virtual_ranks;
@@ -146,6 +167,7 @@ model::Config build_config(const ConfigFlags& f) {
     if (!given(f, "--gbs") && !file) p.global_batch_size = 4 * f.virtual_ranks;  // 4 micro-batches
   }
   c.derive_and_check();
+  model::check_pipeline_layout(c);
   return c;
 }
 

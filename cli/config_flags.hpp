@@ -28,6 +28,11 @@ struct ConfigFlags {
   double skew = 0.0, capacity_factor = 0.0;
   unsigned seed = 1;
   int virtual_ranks = 0;
+  std::string pipeline_layout;
+  int first_stage_layers = 0, last_stage_layers = 0;
+  bool account_for_embedding = false, account_for_loss = false;
+  bool bf16_grads = false, bf16_adam_moments = false;
+
 
   // The options, so that build() can tell which flags were given.
   CLI::App* app = nullptr;

@@ -37,6 +37,14 @@ struct Parallel {
   int micro_batch_size = 1;
   int global_batch_size = 0;
   int seq_length = 4096;
+  /// Megatron's pipeline_model_parallel_layout, e.g. "Et|(tt|)*30mL" ("" = none; see
+  /// model/pipeline_layout.hpp).
+  std::string pipeline_layout;
+  int first_stage_layers = 0;  ///< num_layers_in_first_pipeline_stage (0 = even split)
+  int last_stage_layers = 0;   ///< num_layers_in_last_pipeline_stage (0 = even split)
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+
 
   /// Micro-batches per step on one data-parallel rank (gbs / (mbs * dp)).
   int num_microbatches() const { return global_batch_size / (micro_batch_size * dp); }
@@ -75,6 +83,13 @@ struct Options {
   bool distributed_optimizer = true;
   bool overlap_grad_reduce = true;
   bool gradient_accumulation_fusion = true;
+  /// Main-gradient buffers in fp32 (Megatron-LM's default for bf16); false = bf16, as the
+  /// Megatron-Bridge performance recipes set (ddp.grad_reduce_in_fp32 = false). Memory only.
+  bool grad_reduce_in_fp32 = true;
+  /// Precision-aware optimizer with bf16 Adam moments (exp_avg, exp_avg_sq); fp32 master weights
+  /// stay. Memory only.
+  bool adam_moments_bf16 = false;
+
 
   /// SMs the flex backend uses when comm_sms is 0 (DeepEP 20; HybridEP 24 inside one NVLink
   /// domain, 8 across domains).

@@ -155,6 +155,13 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     c.par.micro_batch_size = p.get_int("micro_batch_size", 1, 1, 1 << 16);
     c.par.global_batch_size = p.get_int("global_batch_size", 0, 0, 1 << 30);
     c.par.seq_length = p.get_int("seq_length", 4096, 1, 1 << 24);
+    c.par.pipeline_layout = p.get_string("pipeline_layout", "");
+    c.par.first_stage_layers = p.get_int("num_layers_in_first_pipeline_stage", 0, 0, 1 << 16);
+    c.par.last_stage_layers = p.get_int("num_layers_in_last_pipeline_stage", 0, 0, 1 << 16);
+    c.par.account_for_embedding_in_pipeline_split =
+        p.get_bool("account_for_embedding_in_pipeline_split", false);
+    c.par.account_for_loss_in_pipeline_split =
+        p.get_bool("account_for_loss_in_pipeline_split", false);
     p.get_int("dp", 0, 0, 1 << 20);  // derived; accepted so that written files read back
     p.finish();
   }
@@ -195,6 +202,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
     op.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
     op.gradient_accumulation_fusion = o.get_bool("gradient_accumulation_fusion", true);
+    op.grad_reduce_in_fp32 = o.get_bool("grad_reduce_in_fp32", true);
+    op.adam_moments_bf16 = o.get_bool("adam_moments_bf16", false);
     o.finish();
   }
   r.finish();
@@ -220,7 +229,13 @@ nlohmann::json to_json(const Config& c) {
                    {"sequence_parallel", p.sequence_parallel},
                    {"micro_batch_size", p.micro_batch_size},
                    {"global_batch_size", p.global_batch_size},
-                   {"seq_length", p.seq_length}};
+                   {"seq_length", p.seq_length},
+                   {"pipeline_layout", p.pipeline_layout},
+                   {"num_layers_in_first_pipeline_stage", p.first_stage_layers},
+                   {"num_layers_in_last_pipeline_stage", p.last_stage_layers},
+                   {"account_for_embedding_in_pipeline_split",
+                    p.account_for_embedding_in_pipeline_split},
+                   {"account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split}};
   const Options& o = c.opt;
   j["options"] = {
       {"dispatcher", to_string(o.dispatcher)},
@@ -247,7 +262,9 @@ nlohmann::json to_json(const Config& c) {
       {"high_priority_a2a_comm_stream", o.high_priority_a2a_comm_stream},
       {"distributed_optimizer", o.distributed_optimizer},
       {"overlap_grad_reduce", o.overlap_grad_reduce},
-      {"gradient_accumulation_fusion", o.gradient_accumulation_fusion}};
+      {"gradient_accumulation_fusion", o.gradient_accumulation_fusion},
+      {"grad_reduce_in_fp32", o.grad_reduce_in_fp32},
+      {"adam_moments_bf16", o.adam_moments_bf16}};
   return j;
 }
 

@@ -4,152 +4,319 @@
 #include <cmath>
 
 #include "model/cost_detail.hpp"
+#include "model/memory_detail.hpp"
+#include "model/pipeline_layout.hpp"
+#include "model/schedule.hpp"
 #include "model/units.hpp"
 
 namespace epo::model {
 
 namespace {
 
-bool has_module(const Options& o, const char* name) {
-  return std::find(o.recompute_modules.begin(), o.recompute_modules.end(), name) !=
-         o.recompute_modules.end();
+using detail::LayerActivation;
+using detail::LayerKind;
+
+/// Parameters one pipeline rank holds: dense ones replicated over data parallel, experts over
+/// expert data parallel; `gemm` is what runs through TE's (FP8) GEMMs.
+struct RankParams {
+  double dense = 0, expert = 0, gemm = 0;
+};
+
+RankParams rank_params(const Config& cfg, const PipelinePlacement& pl, int rank) {
+  const ModelSpec& m = cfg.model;
+  const Parallel& p = cfg.par;
+  const detail::LayerParams lp = detail::layer_params(m);
+  const double tp = p.tp, ep_etp = static_cast<double>(p.ep) * p.etp;
+  const double vocab = static_cast<double>(m.vocab_size) * m.hidden_size / tp;
+  const bool moe_model = m.num_experts > 0;
+  const double attn_gemm = lp.attention - 2.0 * m.hidden_size;  // without the two norms
+  RankParams r;
+  auto moe_layers = [&](double n) {
+    r.dense += n * (lp.attention + lp.shared_expert) / tp + n * lp.router;  // router replicated
+    r.expert += n * m.num_experts * lp.expert / ep_etp;
+    r.gemm += n * ((attn_gemm + lp.shared_expert) / tp + m.num_experts * lp.expert / ep_etp);
+  };
+  for (int c = 0; c < pl.vpp; ++c) {
+    const VirtualStage& v = pl.at(rank, c);
+    const double dense = moe_model ? v.num_dense : v.num_layers;
+    r.dense += dense * (lp.attention + lp.dense_mlp) / tp;
+    r.gemm += dense * (attn_gemm + lp.dense_mlp) / tp;
+    if (moe_model) moe_layers(v.num_layers - v.num_dense);
+    if (v.embedding) r.dense += vocab;
+    if (v.loss) r.dense += vocab + m.hidden_size;  // output layer (untied) and final norm
+    if (v.mtp_layers > 0) {
+      const double h = m.hidden_size;
+      // Each MTP layer: two norms, the 2h -> h projection, a decoder layer; the MTP block reads
+      // the word embeddings, so a stage without the embedding holds a copy.
+      r.dense += v.mtp_layers * (2.0 * h * h / tp + 2 * h);
+      r.gemm += v.mtp_layers * 2.0 * h * h / tp;
+      if (moe_model) {
+        moe_layers(v.mtp_layers);
+      } else {
+        r.dense += v.mtp_layers * (lp.attention + lp.dense_mlp) / tp;
+        r.gemm += v.mtp_layers * (attn_gemm + lp.dense_mlp) / tp;
+      }
+      if (!v.embedding) r.dense += vocab;
+    }
+  }
+  return r;
 }
 
-/// Warm-up micro-batches of interleaved 1F1B on pipeline rank 0 (Megatron's formula).
-int warmup_rank0(const Config& cfg) {
+/// One chunk's activations for one micro-batch: saved, and the transients of its forward and
+/// backward on top of what is alive.
+struct ChunkActivation {
+  double saved = 0, forward = 0, backward = 0, largest_layer = 0;
+};
+
+ChunkActivation chunk_activation(const Config& cfg, const VirtualStage& v,
+                                 const LayerActivation& dense, const LayerActivation& moe,
+                                 const LayerActivation& mtp, const LayerActivation& head) {
+  const Options& o = cfg.opt;
+  const bool moe_model = cfg.model.num_experts > 0;
+  ChunkActivation c;
+  const int n = v.num_layers;
+  const int n_dense = moe_model ? v.num_dense : n;
+  auto layer = [&](int i) -> const LayerActivation& { return i < n_dense ? dense : moe; };
+  if (o.recompute_granularity == RecomputeGranularity::full && n > 0) {
+    // Megatron checkpoints groups of recompute_num_layers layers (uniform), or the first
+    // recompute_num_layers layers of the chunk one by one (block); a checkpoint keeps its input
+    // and its backward replays the group's full activations.
+    const double hs = detail::hidden_state_bytes(cfg);
+    const int N = std::max(1, o.recompute_num_layers);
+    if (o.recompute_method == "block") {
+      for (int i = 0; i < n; ++i) {
+        const LayerActivation& l = layer(i);
+        c.saved += i < N ? hs : l.saved;
+        c.backward = std::max(c.backward, (i < N ? l.full : 0.0) + l.backward);
+        c.forward = std::max(c.forward, l.forward);
+        c.largest_layer = std::max(c.largest_layer, i < N ? hs : l.saved);
+      }
+    } else {
+      for (int g = 0; g < n; g += N) {
+        double replay = 0, working = 0;
+        for (int i = g; i < std::min(n, g + N); ++i) {
+          replay += layer(i).full;
+          working = std::max(working, layer(i).backward);
+          c.forward = std::max(c.forward, layer(i).forward);
+        }
+        c.saved += hs;
+        c.backward = std::max(c.backward, replay + working);
+      }
+      c.largest_layer = hs;
+    }
+  } else {
+    for (int i = 0; i < n; ++i) {
+      const LayerActivation& l = layer(i);
+      c.saved += l.saved;
+      c.forward = std::max(c.forward, l.forward);
+      c.backward = std::max(c.backward, l.backward);
+      c.largest_layer = std::max(c.largest_layer, l.saved);
+    }
+  }
+  for (int i = 0; i < v.mtp_layers; ++i) {
+    c.saved += mtp.saved + head.saved;
+    c.forward = std::max(c.forward, std::max(mtp.forward, head.forward));
+    c.backward = std::max(c.backward, std::max(mtp.backward, head.backward));
+    c.largest_layer = std::max(c.largest_layer, mtp.saved);
+  }
+  if (v.loss) {
+    c.saved += head.saved;
+    c.forward = std::max(c.forward, head.forward);
+    c.backward = std::max(c.backward, head.backward);
+  }
+  return c;
+}
+
+/// The peak of one pipeline rank over Megatron's schedule: activations alive and the transient
+/// on top of them at that moment.
+struct SchedulePeak {
+  double alive = 0, transient = 0, chunks = 0, extra = 0;
+  double total() const { return alive + transient; }
+};
+
+SchedulePeak walk_schedule(const Config& cfg, const std::vector<ChunkActivation>& chunks,
+                           int rank) {
   const Parallel& p = cfg.par;
-  const int M = std::max(1, p.num_microbatches());
-  if (p.pp == 1) return 0;
-  int w = (p.pp - 1) * 2 + (p.vpp - 1) * p.pp;  // microbatch_group_size_per_vp_stage = pp
-  if (p.vpp == 1) w = p.pp - 1;                  // plain 1F1B
-  if (cfg.opt.overlap_moe_expert_parallel_comm) w += 1;
-  return std::min(w, M * p.vpp);
+  const int P = p.pp, V = p.vpp, M = std::max(1, p.num_microbatches()), group = P;
+  const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm && cfg.model.num_experts > 0;
+  const int total = M * V;
+  const int warmup = megatron_num_warmup(P, V, M, rank, overlap, group);
+  SchedulePeak peak;
+  double alive = 0;
+  int count = 0;
+  auto note = [&](double transient) {
+    if (alive + transient > peak.total()) {
+      peak.alive = alive;
+      peak.transient = transient;
+      peak.chunks = count;
+    }
+  };
+  auto chunk_of = [&](int k, bool fwd) {
+    return V == 1 ? 0 : megatron_virtual_microbatch(k, fwd, M, V, group).chunk;
+  };
+  auto forward = [&](int k) {
+    const ChunkActivation& c = chunks[static_cast<std::size_t>(chunk_of(k, true))];
+    alive += c.saved;
+    ++count;
+    note(c.forward);
+  };
+  auto backward = [&](int k) {
+    const ChunkActivation& c = chunks[static_cast<std::size_t>(chunk_of(k, false))];
+    note(c.backward);
+    alive -= c.saved;
+    --count;
+  };
+  for (int k = 0; k < warmup; ++k) forward(k);
+  if (overlap && warmup > 0)
+    peak.extra = chunks[static_cast<std::size_t>(chunk_of(warmup - 1, true))].saved;
+  // The steady state repeats every group*V steps: walk enough of it to meet every chunk pairing.
+  const int steady = std::min(total - warmup, 2 * group * V + 2 * V);
+  for (int j = 0; j < steady; ++j) {
+    const int f = warmup + j;
+    if (overlap) {
+      // Combined 1F1B: the forward's layers are built while the backward's are freed, layer by
+      // layer: at most one forward layer ahead of the backward's frees.
+      const ChunkActivation& cf = chunks[static_cast<std::size_t>(chunk_of(f, true))];
+      const ChunkActivation& cb = chunks[static_cast<std::size_t>(chunk_of(j, false))];
+      const double ahead = std::max(cf.largest_layer, cf.saved - cb.saved + cb.largest_layer);
+      note(ahead + std::max(cf.forward, cb.backward));
+      alive += cf.saved - cb.saved;
+      note(0);
+    } else {
+      forward(f);
+      backward(j);
+    }
+  }
+  if (warmup + steady >= total)  // no steady state: the cool-down's first backward
+    for (int k = steady; k < std::min(total, steady + 1); ++k) backward(k);
+  return peak;
+}
+
+double dispatcher_buffers(const Config& cfg) {
+  const ModelSpec& m = cfg.model;
+  const Options& o = cfg.opt;
+  if (m.num_experts == 0 || cfg.par.ep == 1 || o.dispatcher != Dispatcher::flex) return 0;
+  const auto s = detail::make_shapes(cfg);
+  if (o.flex_backend == FlexBackend::deepep) {
+    const int sms = o.effective_comm_sms(s.ep_domains == 1);
+    return 16.0 * 1024 * 1024 * sms + (s.ep_domains > 1 ? 1.0 * kGiB : 0.0);
+  }
+  // HybridEP: receive buffers for the tokens of every rank of the domain, both directions.
+  return 2.0 * std::max(512.0, s.moe_tokens) * m.hidden_size * 2 * s.ep_ranks_per_domain;
+}
+
+/// Static input/output surfaces TE or Megatron keep for each captured graph (per layer, scope).
+double cuda_graph_bytes(const Config& cfg, int layers) {
+  const Options& o = cfg.opt;
+  if (o.cuda_graph_impl != CudaGraphImpl::transformer_engine &&
+      o.cuda_graph_impl != CudaGraphImpl::local)
+    return 0;
+  const double scopes = std::max<std::size_t>(1, o.cuda_graph_modules.size());
+  return layers * scopes * 2 * detail::hidden_state_bytes(cfg);
 }
 
 }  // namespace
 
 double layer_activation_bytes(const Config& cfg, bool moe) {
-  const ModelSpec& m = cfg.model;
-  const Parallel& p = cfg.par;
-  const Options& o = cfg.opt;
-  const auto s = detail::make_shapes(cfg);
-  const double T = s.tokens, h = m.hidden_size, tp = p.tp;
-  const double sp = p.sequence_parallel ? tp : 1.0;
-  if (o.recompute_granularity == RecomputeGranularity::full) return T * h * 2 / sp;  // layer input
-  double qkv_dim, core_out;
-  if (m.attention == AttentionKind::mla) {
-    const auto& a = m.mla;
-    qkv_dim = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim +
-              m.num_attention_heads / tp * (2.0 * a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim);
-    core_out = m.num_attention_heads / tp * a.v_head_dim;
-  } else {
-    qkv_dim = (m.num_attention_heads + 2.0 * m.num_query_groups) * m.head_dim / tp;
-    core_out = m.num_attention_heads * m.head_dim / tp;
-  }
-  // Attention block (flash attention: output + softmax statistics are saved, not the scores).
-  double bytes = T * (3 * h / sp + qkv_dim + 2 * core_out) * 2;
-  const bool core_recomputed = o.recompute_granularity == RecomputeGranularity::selective &&
-                               (o.recompute_modules.empty() || has_module(o, "core_attn"));
-  if (core_recomputed) bytes -= T * core_out * 2;
-  if (!moe) {
-    const double F = m.ffn_hidden_size / tp;
-    return bytes + T * (h / sp + F * (m.gated_linear_unit ? 3 : 2)) * 2;
-  }
-  // MoE block: norm output, router logits and probs, permuted tokens, expert intermediates.
-  const double P = s.recv_pairs, F = static_cast<double>(m.moe_ffn_hidden_size) / p.etp;
-  const double glu = m.gated_linear_unit ? 2.0 : 1.0;
-  bytes += s.moe_tokens * (h * 2 + m.num_experts * 4 * 2);
-  bytes += P * h * 2;                       // expert input (received tokens)
-  bytes += P * F * glu * 2;                 // fc1 output (activation input)
-  if (!(o.recompute_granularity == RecomputeGranularity::selective && has_module(o, "moe_act")))
-    bytes += P * F * 2;                     // activation output (fc2 input)
-  bytes += P * h * 2;                       // fc2 output before unpermute
-  if (o.dispatcher == Dispatcher::alltoall) bytes += s.moe_tokens * m.router_topk * h * 2;
-  if (m.shared_expert_ffn_hidden_size > 0)
-    bytes += T * m.shared_expert_ffn_hidden_size / tp * (glu + 1) * 2;
-  return bytes;
+  if (cfg.opt.recompute_granularity == RecomputeGranularity::full)
+    return detail::hidden_state_bytes(cfg);
+  return detail::layer_activation(cfg, moe ? LayerKind::moe : LayerKind::dense).saved;
 }
 
-MemoryBreakdown estimate_memory(const Config& cfg, double microbatches_in_flight) {
+MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flight*/) {
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;
   const Options& o = cfg.opt;
-  const HardwareProfile& hw = cfg.hw;
-  MemoryBreakdown mb;
-  const auto params = detail::gpu_params(cfg);
-  const double total_params = params.dense + params.expert;
-  mb.weights_bytes = 2.0 * total_params;
-  mb.gradients_bytes = 4.0 * total_params;  // fp32 main gradients
-  const int dense_dp = p.dp * p.cp, expert_dp = std::max(1, p.expert_dp(cfg.num_gpus));
-  if (o.distributed_optimizer)
-    mb.optimizer_bytes = 12.0 * (params.dense / dense_dp + params.expert / expert_dp);
-  else
-    mb.optimizer_bytes = 12.0 * total_params;
+  PipelinePlacement pl = pipeline_placement(cfg);
+  if (cfg.decoder_only)  // what epo run executes: no embedding, head or loss
+    for (VirtualStage& v : pl.stages) v.embedding = v.loss = false;
+  const LayerActivation dense = detail::layer_activation(cfg, LayerKind::dense);
+  const LayerActivation moe = detail::layer_activation(cfg, LayerKind::moe);
+  const LayerActivation mtp = detail::layer_activation(cfg, LayerKind::mtp);
+  const LayerActivation head = detail::head_activation(cfg);
+  const double dense_dp = std::max(1, p.dp * p.cp);
+  const double expert_dp = std::max(1, p.expert_dp(cfg.num_gpus));
+  const double grad_bytes = o.grad_reduce_in_fp32 ? 4.0 : 2.0;
+  const double state_bytes = 4.0 + 2 * (o.adam_moments_bf16 ? 2.0 : 4.0);
+  const double buffers = dispatcher_buffers(cfg);
 
-  // Activations: layers of one chunk x chunk-micro-batches alive at the peak.
-  const int layers_stage = cfg.layers_per_chunk() * p.vpp;  // the fullest stage
-  const int dense_stage = std::min(m.first_k_dense_layers, layers_stage);
-  const double act_moe = layer_activation_bytes(cfg, m.num_experts > 0);
-  const double act_dense = layer_activation_bytes(cfg, false);
-  const double per_mb_stage = (layers_stage - dense_stage) * act_moe + dense_stage * act_dense;
-  const double per_chunk = per_mb_stage / p.vpp;
-  mb.activation_per_layer_bytes = act_moe;
-  double in_flight = microbatches_in_flight;
-  if (in_flight < 0) {
-    in_flight = p.pp == 1 ? 1.0 : warmup_rank0(cfg) + 1.0;
-    if (p.pp > 1 && p.vpp == 1) in_flight = std::min(p.pp, std::max(1, p.num_microbatches())) * 1.0;
-  }
-  mb.microbatches_in_flight = in_flight;
-  mb.activations_bytes = (p.pp == 1 ? per_mb_stage * in_flight : per_chunk * in_flight);
-  // LM head logits (fp32) on the last stage; with pp = 1 that is this GPU.
-  if (p.pp == 1) {
-    const auto s = detail::make_shapes(cfg);
-    mb.activations_bytes += s.tokens * m.vocab_size / p.tp * 4 * (1 + m.mtp_num_layers);
-  }
-
-  // Overlap: one more layer of the other micro-batch alive inside a combined step, plus inputs the
-  // flex backends cannot free (dispatch input; HybridEP also the mlp input).
-  const auto s = detail::make_shapes(cfg);
-  const double h = m.hidden_size;
-  if (o.overlap_moe_expert_parallel_comm && m.num_experts > 0) {
-    // The schedule-derived count already holds the other micro-batch's extra layer.
-    mb.overlap_extra_bytes = microbatches_in_flight < 0 ? act_moe : 0.0;
-    if (o.dispatcher == Dispatcher::flex) {
-      double keep = s.moe_tokens * h * 2;
-      if (o.flex_backend == FlexBackend::hybridep) keep += s.recv_pairs * h * 2;
-      const double moe_layers_chunk = (layers_stage - dense_stage) / static_cast<double>(p.vpp);
-      mb.overlap_extra_bytes += keep * moe_layers_chunk * std::max(1.0, in_flight);
+  MemoryBreakdown best;
+  best.stage_total_bytes.assign(static_cast<std::size_t>(p.pp), 0.0);
+  for (int r = 0; r < p.pp; ++r) {
+    MemoryBreakdown mb;
+    const RankParams rp = rank_params(cfg, pl, r);
+    const double params = rp.dense + rp.expert;
+    mb.weights_bytes = 2.0 * params;
+    if (o.precision == Precision::fp8) mb.fp8_weight_bytes = 2.0 * rp.gemm;
+    mb.gradients_bytes = grad_bytes * params;
+    mb.optimizer_bytes = o.distributed_optimizer
+                             ? state_bytes * (rp.dense / dense_dp + rp.expert / expert_dp)
+                             : state_bytes * params;
+    std::vector<ChunkActivation> chunks;
+    int layers = 0;
+    for (int c = 0; c < pl.vpp; ++c) {
+      const VirtualStage& v = pl.at(r, c);
+      layers += v.num_layers + v.mtp_layers;
+      chunks.push_back(chunk_activation(cfg, v, dense, moe, mtp, head));
+    }
+    const SchedulePeak sp = walk_schedule(cfg, chunks, r);
+    mb.activations_bytes = sp.alive;
+    mb.transient_bytes = sp.transient;
+    mb.microbatches_in_flight = sp.chunks;
+    mb.dispatcher_buffers_bytes = buffers;
+    mb.cuda_graph_bytes = cuda_graph_bytes(cfg, layers);
+    mb.allocated_bytes = mb.weights_bytes + mb.fp8_weight_bytes + mb.gradients_bytes +
+                         mb.optimizer_bytes + mb.activations_bytes + mb.transient_bytes +
+                         mb.dispatcher_buffers_bytes + mb.cuda_graph_bytes;
+    // CUDA context, NCCL communicators and library workspaces, then the caching allocator's
+    // reserve over what it hands out.
+    mb.framework_overhead_bytes = 2.0 * kGiB + 0.05 * mb.allocated_bytes;
+    mb.total_bytes = mb.allocated_bytes + mb.framework_overhead_bytes;
+    best.stage_total_bytes[static_cast<std::size_t>(r)] = mb.total_bytes;
+    if (r == 0 || mb.total_bytes > best.total_bytes) {
+      std::vector<double> keep = std::move(best.stage_total_bytes);
+      best = mb;
+      best.stage_total_bytes = std::move(keep);
+      best.peak_stage = r;
+      best.overlap_extra_bytes = sp.extra;
     }
   }
+  best.activation_per_layer_bytes = layer_activation_bytes(cfg, m.num_experts > 0);
   if (o.delay_wgrad_compute && m.num_experts > 0) {
-    // Output gradients of fc1/fc2 kept from dgrad until the delayed wgrad of the same layer.
+    const auto s = detail::make_shapes(cfg);
     const double F = static_cast<double>(m.moe_ffn_hidden_size) / p.etp;
-    mb.delayed_wgrad_bytes = s.recv_pairs * (2 * F + h) * 2;
+    best.delayed_wgrad_bytes =
+        s.recv_pairs * (F * (m.gated_linear_unit ? 2 : 1) + m.hidden_size) * 2;
   }
-  // Dispatcher buffers.
-  if (m.num_experts > 0 && p.ep > 1) {
-    if (o.dispatcher == Dispatcher::flex && o.flex_backend == FlexBackend::deepep) {
-      const int sms = o.effective_comm_sms(s.ep_domains == 1);
-      mb.dispatcher_buffers_bytes = 16.0 * 1024 * 1024 * sms;  // ~320 MiB at 20 SMs (reference §1a)
-      if (s.ep_domains > 1) mb.dispatcher_buffers_bytes += 1.0 * kGiB;
-    } else if (o.dispatcher == Dispatcher::flex) {
-      // HybridEP: receive buffers for the tokens of every rank of the domain, both directions.
-      mb.dispatcher_buffers_bytes = 2.0 * std::max(512.0, s.moe_tokens) * h * 2 *
-                                    s.ep_ranks_per_domain;
-    } else {
-      mb.dispatcher_buffers_bytes = 2.0 * s.recv_pairs * h * 2;  // alltoall send/receive staging
-    }
-  }
-  mb.framework_overhead_bytes = 2.5 * kGiB;  // CUDA context, NCCL, cuBLAS workspaces
-  const double subtotal = mb.weights_bytes + mb.gradients_bytes + mb.optimizer_bytes +
-                          mb.activations_bytes + mb.dispatcher_buffers_bytes +
-                          mb.overlap_extra_bytes + mb.delayed_wgrad_bytes;
-  mb.framework_overhead_bytes += 0.05 * subtotal;  // allocator fragmentation
-  mb.total_bytes = subtotal + mb.framework_overhead_bytes;
-  mb.capacity_bytes = hw.hbm_bytes;
-  mb.margin_bytes = mb.capacity_bytes - mb.total_bytes;
-  mb.fits = mb.margin_bytes >= 0;
-  return mb;
+  best.capacity_bytes = cfg.hw.hbm_bytes;
+  best.margin_bytes = best.capacity_bytes - best.total_bytes;
+  best.fits = best.margin_bytes >= 0;
+  return best;
+}
+
+double megatron_weight_and_optimizer_bytes(const Config& cfg) {
+  // compute_weight_and_optimizer_memory: the most loaded shard holds 1/pp of the transformer
+  // block, the MTP block and the embedding (and, with pp = 1, the untied output layer).
+  const ModelSpec& m = cfg.model;
+  const Parallel& p = cfg.par;
+  const detail::LayerParams lp = detail::layer_params(m);
+  const double L = m.num_layers, dense = m.num_experts > 0 ? m.first_k_dense_layers : L;
+  const double moe = L - dense, mtp = m.mtp_num_layers, pp = p.pp, tp = p.tp;
+  const double emb = static_cast<double>(m.vocab_size) * m.hidden_size;
+  const double tp_block =
+      (lp.attention + lp.dense_mlp) * dense + (lp.attention + lp.shared_expert) * moe;
+  const double tp_mtp =
+      (lp.attention + (m.num_experts > 0 ? lp.shared_expert : lp.dense_mlp)) * mtp;
+  const double replicated = lp.router * moe / pp + (m.num_experts > 0 ? lp.router * mtp : 0.0);
+  double tp_shard = (tp_block / pp + tp_mtp + emb) / tp;
+  if (pp == 1) tp_shard += emb / tp;
+  const double experts = m.num_experts * lp.expert * (moe / pp + (m.num_experts > 0 ? mtp : 0.0)) /
+                         (static_cast<double>(p.etp) * p.ep);
+  auto bytes_per_param = [&](double dp) {
+    return cfg.opt.distributed_optimizer ? 6.0 + 12.0 / dp : 18.0;
+  };
+  return (tp_shard + replicated) * bytes_per_param(p.dp) +
+         experts * bytes_per_param(std::max(1, p.expert_dp(cfg.num_gpus)));
 }
 
 }  // namespace epo::model
