@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/config_io.hpp"
 #include "model/cost.hpp"
 #include "model/error.hpp"
 
@@ -270,11 +271,39 @@ Fit fit_vr_tail(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs)
   return f;
 }
 
+namespace {
+
+/// A fitted value the profile reader would refuse (model::hardware_from_json, the one statement
+/// of each field's range) is refused here, with the reader's reason, and the base value kept: a
+/// profile `calibrate fit` writes always reads back with --profile.
+void refuse_unreadable(const HardwareProfile& hw, Fit& f) {
+  for (auto& ff : f.fields) {
+    if (!ff.accepted()) continue;
+    HardwareProfile probe = hw;
+    profile_field(probe, ff.name) = ff.value;
+    try {
+      model::hardware_from_json(model::to_json(probe), "fitted profile");
+    } catch (const Error& e) {
+      ff.refusal = std::string("outside the profile reader's range: ") + e.what();
+    }
+  }
+}
+
+}  // namespace
+
 ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
                        const std::vector<MeasuredRun>& runs, const std::string& date) {
+  const std::size_t num_samples = samples.gemm.size() + samples.copy.size() + samples.hbm.size() +
+                                  samples.transport.size() + samples.contention.size() +
+                                  samples.launch_us.size() + samples.host_sync_us.size();
+  EPO_REQUIRE_INPUT(num_samples > 0 || !runs.empty(),
+                    samples.file.empty() ? std::string("samples") : samples.file,
+                    ": holds no samples and no measured run was given (allowed: at least one "
+                    "sample from epo calibrate bench, or a measurement from epo run --json)");
   ProfileFit pf;
   HardwareProfile hw = base;
   auto run_fit = [&](Fit f) {
+    refuse_unreadable(hw, f);
     apply_fit(hw, f);
     pf.fits.push_back(std::move(f));
   };
@@ -338,6 +367,12 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   hw.name = base.name + "-calibrated";
   // A fitted value's datasheet source no longer describes it.
   for (const auto& name : set_by_fit) hw.sources.erase(name);
+  // What is written must read back (each field was checked as it was fitted; this is the whole).
+  try {
+    model::hardware_from_json(model::to_json(hw), "fitted profile");
+  } catch (const Error& e) {
+    throw EPO_RUNTIME_ERROR("the fitted profile would not read back: ", e.what());
+  }
   pf.profile = hw;
   return pf;
 }

@@ -15,6 +15,7 @@
 #include "executor/microbench.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/json_file.hpp"
 
 #ifndef EPO_GIT_REVISION
 #define EPO_GIT_REVISION "unknown"
@@ -60,6 +61,7 @@ std::string today_utc() {
 }
 
 int run_bench(const BenchArgs& a) {
+  model::check_output_paths({a.out}, {});
   exec::BenchOptions opt;
   opt.device = a.device;
   opt.num_gpus = a.gpus;
@@ -110,6 +112,7 @@ int run_fit(const FitArgs& a) {
   EPO_REQUIRE_INPUT(!a.inputs.empty(),
                     "epo calibrate fit: give the samples file (from epo "
                     "calibrate bench), then any measurement files (from epo run --json)");
+  model::check_output_paths({a.out}, a.inputs);
   const calib::Samples samples = calib::load_samples_file(a.inputs[0]);
   std::vector<calib::MeasuredRun> runs;
   for (size_t i = 1; i < a.inputs.size(); ++i)
@@ -127,6 +130,9 @@ int run_fit(const FitArgs& a) {
 }
 
 int run_report(const ReportArgs& a) {
+  std::vector<std::string> inputs = a.measurements;
+  inputs.push_back(a.profile);
+  model::check_output_paths({a.json}, inputs);
   const model::HardwareProfile profile = model::load_profile_file(a.profile);
   std::vector<calib::MeasuredRun> runs;
   for (const auto& f : a.measurements) runs.push_back(calib::load_measurement_file(f));

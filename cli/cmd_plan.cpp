@@ -14,6 +14,8 @@
 #include "cli/predict_report.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/json_file.hpp"
+#include "model/result_bounds.hpp"
 #include "planner/emit.hpp"
 #include "planner/report.hpp"
 #include "planner/search.hpp"
@@ -78,7 +80,9 @@ model::Config base_config(PlanArgs& a) {
   }
   model::Config c = build_config(f);
   if (!from_file || given(a.cfg, "--gbs"))
-    c.par.global_batch_size = given(a.cfg, "--gbs") ? a.cfg.gbs : std::max(512, 8 * c.num_gpus);
+    c.par.global_batch_size =
+        given(a.cfg, "--gbs") ? a.cfg.gbs
+                              : static_cast<int>(std::max<long long>(512, 8LL * c.num_gpus));
   if (!a.layout.empty()) {
     apply_layout(c, a.layout);
     c.derive_and_check();
@@ -145,6 +149,7 @@ int run_plan(PlanArgs& a) {
   EPO_REQUIRE_INPUT(a.top >= 1 && a.top <= 1000, "--top = ", a.top, " is out of range (1..1000)");
   EPO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= 256, "--threads = ", a.threads,
                     " is out of range (0..256)");
+  model::check_output_paths({a.out}, {a.cfg.config_file, a.cfg.profile_file});
   planner::SearchSpec spec;
   spec.base = base_config(a);
   spec.ctx = build_context(a.ctx, a.cfg);
@@ -164,6 +169,7 @@ int run_plan(PlanArgs& a) {
   if (a.emit.empty()) return 0;
 
   const planner::Plan& w = r.top.front();
+  model::check_prediction(w.pred);
   const auto errors = planner::validate_errors(w.cfg, spec.ctx);
   if (!errors.empty())
     throw EPO_RUNTIME_ERROR("internal: the chosen plan violates ", errors.front().id);

@@ -9,7 +9,11 @@
 #include "cli/predict_report.hpp"
 #include "cli/report_format.hpp"
 #include "model/config_io.hpp"
+#include "model/error.hpp"
+#include "model/json_file.hpp"
+#include "model/limits.hpp"
 #include "model/prediction.hpp"
+#include "model/result_bounds.hpp"
 #include "model/simulate.hpp"
 #include "model/trace.hpp"
 
@@ -151,12 +155,27 @@ void add_predict(CLI::App& app, Runner& run) {
   sub->add_flag("--fast", args->fast, "use the steady-state fast path instead of the simulation");
   sub->callback([args, &run] {
     run = [args] {
+      // Outputs are checked before any work, so that nothing is written after an input error.
+      model::check_output_paths({args->json_path, args->trace_path},
+                                {args->cfg.config_file, args->cfg.profile_file});
       const model::Config cfg = build_config(args->cfg);
+      // The full simulation holds every op of the step; above its bound the fast path answers.
+      const bool too_big = model::estimated_schedule_ops(cfg) > model::limits::kMaxSimulatedOps;
+      EPO_REQUIRE_INPUT(!too_big || args->trace_path.empty(), "--trace: the step has about ",
+                        model::estimated_schedule_ops(cfg), " ops, above the simulator's bound of ",
+                        model::limits::kMaxSimulatedOps,
+                        " (2^22) ops (allowed: --trace for smaller steps; lower gbs)");
+      const bool fast = args->fast || too_big;
       const model::Prediction p =
-          model::predict(cfg, args->fast ? model::PredictMode::fast : model::PredictMode::full);
+          model::predict(cfg, fast ? model::PredictMode::fast : model::PredictMode::full);
+      model::check_prediction(p);
+      if (too_big && !args->fast)
+        std::printf("note: about %lld ops in this step, above the full simulation's bound of "
+                    "%lld (2^22); predicted with the fast path\n",
+                    model::estimated_schedule_ops(cfg), model::limits::kMaxSimulatedOps);
       print_prediction(cfg, p);
       // The timeline: one steady-state layer step per stream, and the trace file.
-      if (!args->fast || !args->trace_path.empty()) {
+      if (!fast || !args->trace_path.empty()) {
         const model::SimResult sim = model::simulate_config(cfg);
         const std::string ascii = model::ascii_layer_step(sim.schedule, sim.run);
         if (!ascii.empty()) std::printf("\nTimeline (simulated)\n%s", ascii.c_str());

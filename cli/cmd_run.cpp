@@ -12,7 +12,9 @@
 #include "executor/process_layout.hpp"
 #include "executor/run.hpp"
 #include "model/config_io.hpp"
+#include "model/json_file.hpp"
 #include "model/prediction.hpp"
+#include "model/result_bounds.hpp"
 
 namespace epo::cli {
 
@@ -65,6 +67,7 @@ void print_side_by_side(const nlohmann::json& m, const model::Prediction& p) {
 
 int run_command(RunArgs& a) {
   if (!a.plan.empty()) a.cfg.config_file = a.plan;
+  model::check_output_paths({a.json_path, a.trace_path}, {a.cfg.config_file, a.cfg.profile_file});
   model::Config cfg = exec::with_layers(build_config(a.cfg), a.layers);
   exec::RunOptions opt;
   opt.layers = a.layers;
@@ -78,6 +81,7 @@ int run_command(RunArgs& a) {
   opt.gpus_per_process = a.gpus_per_process;
   exec::check_runnable(cfg, opt);
   const model::Prediction prediction = model::predict(cfg);
+  model::check_prediction(prediction);
   // MPI processes other than world rank 0 print nothing but their errors.
   const bool quiet = !exec::reports_run(exec::launch_env());
   if (!quiet)

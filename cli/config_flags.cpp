@@ -4,6 +4,7 @@
 
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/limits.hpp"
 #include "model/pipeline_layout.hpp"
 
 namespace epo::cli {
@@ -161,6 +162,7 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--bf16-adam-moments")) o.adam_moments_bf16 = f.bf16_adam_moments;
   if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;
   if (given(f, "--virtual-ranks")) {
+    model::check_range(model::limits::kVirtualRanks, f.virtual_ranks);  // before 4 * R below
     c.virtual_ranks = f.virtual_ranks;
     if (!given(f, "--gpus")) c.num_gpus = f.virtual_ranks;
     if (!given(f, "--ep")) p.ep = f.virtual_ranks;

@@ -2,6 +2,7 @@
 // training. Exit codes: 0 ok, 1 runtime failure, 2 bad usage or input, 3 config rejected.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/commands.hpp"
 #include "model/error.hpp"
@@ -25,13 +26,22 @@ int main(int argc, char** argv) {
     app.exit(e);
     return e.get_exit_code() == 0 ? 0 : 2;
   }
+  // Every exception ends here as an error line and an exit code, never std::terminate: input
+  // errors 2, rule rejections 3, everything else (out of memory included) a runtime failure, 1.
   try {
     return run ? run() : 0;
   } catch (const epo::Error& e) {
     std::fprintf(stderr, "epo: error: %s\n", e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "epo: error: out of memory (the inputs ask for more memory than this "
+                         "machine has)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "epo: error: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "epo: error: unknown failure\n");
     return 1;
   }
 }

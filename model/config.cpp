@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/error.hpp"
+#include "model/limits.hpp"
 
 namespace epo::model {
 
@@ -71,6 +72,9 @@ void require_positive(int v, const char* name) {
 }  // namespace
 
 void Config::derive_and_check() {
+  // Ranges first (model/limits.hpp, shared with the JSON reader); then every product of sizes in
+  // 64 bits, so no check below can overflow.
+  check_config_limits(*this);
   require_positive(num_gpus, "gpus");
   EPO_REQUIRE_INPUT(virtual_ranks == 0 || virtual_ranks == num_gpus, "virtual_ranks = ",
                     virtual_ranks, " must equal gpus = ", num_gpus,
@@ -83,17 +87,19 @@ void Config::derive_and_check() {
   require_positive(par.etp, "etp");
   require_positive(par.micro_batch_size, "mbs");
   require_positive(par.seq_length, "seq");
-  const int mp = par.tp * par.pp * par.cp;
+  const long long mp = static_cast<long long>(par.tp) * par.pp * par.cp;
   EPO_REQUIRE_INPUT(num_gpus % mp == 0, "layout tp*pp*cp = ", par.tp, "*", par.pp, "*", par.cp,
                     " = ", mp, " does not divide gpus = ", num_gpus,
                     " (allowed: a layout whose product divides the GPU count)");
-  par.dp = num_gpus / mp;
-  const int expert_mp = par.etp * par.ep * par.pp;
+  par.dp = static_cast<int>(num_gpus / mp);
+  const long long expert_mp = static_cast<long long>(par.etp) * par.ep * par.pp;
   EPO_REQUIRE_INPUT(num_gpus % expert_mp == 0, "expert layout etp*ep*pp = ", par.etp, "*", par.ep,
                     "*", par.pp, " = ", expert_mp, " does not divide gpus = ", num_gpus,
                     " (allowed: etp*ep*pp dividing the GPU count)");
-  EPO_REQUIRE_INPUT((par.tp * par.cp * par.dp) % (par.etp * par.ep) == 0, "etp*ep = ",
-                    par.etp * par.ep, " does not divide tp*cp*dp = ", par.tp * par.cp * par.dp,
+  const long long dense_group = static_cast<long long>(par.tp) * par.cp * par.dp;
+  const long long expert_group = static_cast<long long>(par.etp) * par.ep;
+  EPO_REQUIRE_INPUT(dense_group % expert_group == 0, "etp*ep = ", expert_group,
+                    " does not divide tp*cp*dp = ", dense_group,
                     " (allowed: the expert group folded inside one pipeline stage)");
   if (model.num_experts > 0) {
     EPO_REQUIRE_INPUT(model.num_experts % par.ep == 0, "ep = ", par.ep,
@@ -102,7 +108,7 @@ void Config::derive_and_check() {
   } else {
     EPO_REQUIRE_INPUT(par.ep == 1, "ep = ", par.ep, " but the model has no experts (allowed: 1)");
   }
-  const int chunks = par.pp * par.vpp;
+  const long long chunks = static_cast<long long>(par.pp) * par.vpp;
   // Megatron splits layers unevenly across virtual stages when asked (first/last stage layer
   // counts); every stage needs at least one layer.
   EPO_REQUIRE_INPUT(model.num_layers >= chunks, "pp*vpp = ", par.pp, "*", par.vpp, " = ", chunks,
@@ -112,16 +118,23 @@ void Config::derive_and_check() {
                     " needs pp > 1 (allowed: vpp = 1 when pp = 1)");
   EPO_REQUIRE_INPUT(model.num_attention_heads % par.tp == 0, "tp = ", par.tp,
                     " does not divide the model's ", model.num_attention_heads,
-                    " attention heads");
+                    " attention heads (allowed: a divisor of ", model.num_attention_heads, ")");
   EPO_REQUIRE_INPUT(par.seq_length % par.cp == 0, "cp = ", par.cp, " does not divide seq = ",
-                    par.seq_length);
+                    par.seq_length, " (allowed: a divisor of seq)");
   EPO_REQUIRE_INPUT(!par.sequence_parallel || par.seq_length % (par.cp * par.tp) == 0,
                     "sequence parallel needs seq divisible by tp*cp");
-  if (par.global_batch_size == 0) par.global_batch_size = par.micro_batch_size * par.dp;
-  EPO_REQUIRE_INPUT(par.global_batch_size % (par.micro_batch_size * par.dp) == 0, "gbs = ",
-                    par.global_batch_size, " is not a multiple of mbs*dp = ",
-                    par.micro_batch_size * par.dp,
+  const long long batch_per_step = static_cast<long long>(par.micro_batch_size) * par.dp;
+  if (par.global_batch_size == 0) {
+    EPO_REQUIRE_INPUT(batch_per_step <= limits::kGlobalBatch.max, "gbs = mbs*dp = ",
+                      par.micro_batch_size, "*", par.dp, " = ", batch_per_step,
+                      " is out of range (allowed: ", limits::kGlobalBatch.min, "..",
+                      limits::kGlobalBatch.max, "; lower mbs or dp)");
+    par.global_batch_size = static_cast<int>(batch_per_step);
+  }
+  EPO_REQUIRE_INPUT(par.global_batch_size % batch_per_step == 0, "gbs = ",
+                    par.global_batch_size, " is not a multiple of mbs*dp = ", batch_per_step,
                     " (allowed: a multiple of micro-batch size times data-parallel size)");
+  check_pipeline_slots(*this);
   EPO_REQUIRE_INPUT(opt.comm_sms >= 0 && opt.comm_sms <= std::max(1, hw.num_sms), "comm_sms = ",
                     opt.comm_sms, " is out of range (allowed: 0 for the backend default, or 1..",
                     hw.num_sms, ")");

@@ -47,9 +47,13 @@ struct Parallel {
 
 
   /// Micro-batches per step on one data-parallel rank (gbs / (mbs * dp)).
-  int num_microbatches() const { return global_batch_size / (micro_batch_size * dp); }
+  int num_microbatches() const {
+    return static_cast<int>(global_batch_size / (static_cast<long long>(micro_batch_size) * dp));
+  }
   /// Expert data-parallel size (gpus / (etp*ep*pp)).
-  int expert_dp(int num_gpus) const { return num_gpus / (etp * ep * pp); }
+  int expert_dp(int num_gpus) const {
+    return static_cast<int>(num_gpus / (static_cast<long long>(etp) * ep * pp));
+  }
 };
 
 struct Routing {

@@ -10,6 +10,7 @@
 
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
+#include "model/limits.hpp"
 
 #ifndef EPO_SOURCE_PRESETS_DIR
 #define EPO_SOURCE_PRESETS_DIR "presets"
@@ -53,44 +54,25 @@ std::string presets_dir() {
 std::vector<std::string> list_model_presets() { return list_json(presets_dir() + "/models"); }
 std::vector<std::string> list_hardware_presets() { return list_json(presets_dir() + "/hardware"); }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw EPO_INPUT_ERROR(path, ": cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw EPO_INPUT_ERROR(path, ": not valid JSON (", e.what(), ")");
-  }
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw EPO_INPUT_ERROR(path, ": cannot write file");
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw EPO_RUNTIME_ERROR(path, ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw EPO_RUNTIME_ERROR(path, ": cannot move the finished file into place");
-  }
-}
-
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  write_text_file(path, j.dump(2) + "\n");
-}
+// read_json_file, write_text_file and write_json_file: model/json_file.cpp.
 
 // ---------------------------------------------------------------------------------------------
 // Presets by name
 
+namespace {
+/// Preset names are file names inside presets/: letters, digits, '.', '-', '_', not leading '.'.
+void check_preset_name(const char* what, const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 128 && name[0] != '.';
+  for (const char ch : name)
+    ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                ch == '.' || ch == '-' || ch == '_');
+  EPO_REQUIRE_INPUT(ok, "unknown ", what, " '", name, "' (allowed: a preset name of letters, ",
+                    "digits, '.', '-' and '_')");
+}
+}  // namespace
+
 ModelSpec load_model_preset(const std::string& name) {
+  check_preset_name("model", name);
   const std::string path = presets_dir() + "/models/" + name + ".json";
   std::ifstream probe(path);
   if (!probe)
@@ -99,6 +81,7 @@ ModelSpec load_model_preset(const std::string& name) {
 }
 
 HardwareProfile load_hardware_preset(const std::string& name) {
+  check_preset_name("hardware", name);
   const std::string path = presets_dir() + "/hardware/" + name + ".json";
   std::ifstream probe(path);
   if (!probe)
@@ -140,21 +123,25 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     c.hw = hardware_from_json(hj, where + " (hardware)");
     c.hardware_name = c.hw.name;
   }
-  c.num_gpus = r.require_int("gpus", 1, 1 << 20);
-  c.virtual_ranks = r.get_int("virtual_ranks", 0, 0, 1024);
+  c.num_gpus = r.require_int("gpus", limits::kGpus.min, limits::kGpus.max);
+  c.virtual_ranks =
+      r.get_int("virtual_ranks", 0, limits::kVirtualRanks.min, limits::kVirtualRanks.max);
   c.decoder_only = r.get_bool("decoder_only", false);
   if (r.has("parallel")) {
     auto p = r.object("parallel");
-    c.par.tp = p.get_int("tp", 1, 1, 1024);
-    c.par.pp = p.get_int("pp", 1, 1, 1024);
-    c.par.vpp = p.get_int("vpp", 1, 1, 1024);
-    c.par.cp = p.get_int("cp", 1, 1, 1024);
-    c.par.ep = p.get_int("ep", 1, 1, 1 << 16);
-    c.par.etp = p.get_int("etp", 1, 1, 1024);
+    c.par.tp = p.get_int("tp", 1, limits::kTp.min, limits::kTp.max);
+    c.par.pp = p.get_int("pp", 1, limits::kPp.min, limits::kPp.max);
+    c.par.vpp = p.get_int("vpp", 1, limits::kVpp.min, limits::kVpp.max);
+    c.par.cp = p.get_int("cp", 1, limits::kCp.min, limits::kCp.max);
+    c.par.ep = p.get_int("ep", 1, limits::kEp.min, limits::kEp.max);
+    c.par.etp = p.get_int("etp", 1, limits::kEtp.min, limits::kEtp.max);
     c.par.sequence_parallel = p.get_bool("sequence_parallel", false);
-    c.par.micro_batch_size = p.get_int("micro_batch_size", 1, 1, 1 << 16);
-    c.par.global_batch_size = p.get_int("global_batch_size", 0, 0, 1 << 30);
-    c.par.seq_length = p.get_int("seq_length", 4096, 1, 1 << 24);
+    c.par.micro_batch_size =
+        p.get_int("micro_batch_size", 1, limits::kMicroBatch.min, limits::kMicroBatch.max);
+    c.par.global_batch_size =
+        p.get_int("global_batch_size", 0, limits::kGlobalBatch.min, limits::kGlobalBatch.max);
+    c.par.seq_length =
+        p.get_int("seq_length", 4096, limits::kSeqLength.min, limits::kSeqLength.max);
     c.par.pipeline_layout = p.get_string("pipeline_layout", "");
     c.par.first_stage_layers = p.get_int("num_layers_in_first_pipeline_stage", 0, 0, 1 << 16);
     c.par.last_stage_layers = p.get_int("num_layers_in_last_pipeline_stage", 0, 0, 1 << 16);
@@ -162,7 +149,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
         p.get_bool("account_for_embedding_in_pipeline_split", false);
     c.par.account_for_loss_in_pipeline_split =
         p.get_bool("account_for_loss_in_pipeline_split", false);
-    p.get_int("dp", 0, 0, 1 << 20);  // derived; accepted so that written files read back
+    // derived; accepted so that written files read back
+    p.get_int("dp", 0, limits::kDp.min, limits::kDp.max);
     p.finish();
   }
   if (r.has("options")) {
@@ -175,29 +163,33 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.delay_wgrad_compute = o.get_bool("delay_wgrad_compute", false);
     op.ep_overlap_early_attn_memory_release =
         o.get_bool("ep_overlap_early_attn_memory_release", false);
-    op.comm_sms = o.get_int("comm_sms", 0, 0, 1024);
+    op.comm_sms = o.get_int("comm_sms", 0, limits::kCommSms.min, limits::kCommSms.max);
     op.moe_permute_fusion = o.get_bool("moe_permute_fusion", true);
     op.moe_shared_expert_overlap = o.get_bool("moe_shared_expert_overlap", false);
     op.moe_grouped_gemm = o.get_bool("moe_grouped_gemm", true);
     op.recompute_granularity =
         parse_recompute(o.get_string("recompute_granularity", "none"), w("recompute_granularity"));
     op.recompute_method = o.get_string("recompute_method", "");
-    op.recompute_num_layers = o.get_int("recompute_num_layers", 0, 0, 1000);
+    op.recompute_num_layers = o.get_int("recompute_num_layers", 0, limits::kRecomputeLayers.min,
+                                        limits::kRecomputeLayers.max);
     op.recompute_modules = o.get_string_list("recompute_modules");
     op.cuda_graph_impl =
         parse_cuda_graph_impl(o.get_string("cuda_graph_impl", "none"), w("cuda_graph_impl"));
     op.cuda_graph_modules = o.get_string_list("cuda_graph_modules");
-    op.cuda_device_max_connections = o.get_int("cuda_device_max_connections", 32, 1, 32);
+    op.cuda_device_max_connections = o.get_int(
+        "cuda_device_max_connections", 32, limits::kMaxConnections.min, limits::kMaxConnections.max);
     op.precision = parse_precision(o.get_string("precision", "bf16"), w("precision"));
     op.expert_gemm = parse_expert_gemm(o.get_string("expert_gemm", "auto"), w("expert_gemm"));
     if (o.has("routing")) {
       auto rr = o.object("routing");
       op.routing.kind = parse_routing(rr.get_string("kind", "uniform"), w("routing.kind"));
-      op.routing.skew = rr.get_double("skew", 0.0, 0.0, 4.0);
-      op.routing.seed = static_cast<unsigned>(rr.get_int("seed", 1, 0));
+      op.routing.skew = rr.get_double("skew", 0.0, limits::kSkew.min, limits::kSkew.max);
+      op.routing.seed =
+          static_cast<unsigned>(rr.get_int("seed", 1, limits::kSeed.min, limits::kSeed.max));
       rr.finish();
     }
-    op.capacity_factor = o.get_double("capacity_factor", 0.0, 0.0, 1e3);
+    op.capacity_factor = o.get_double("capacity_factor", 0.0, limits::kCapacityFactor.min,
+                                       limits::kCapacityFactor.max);
     op.high_priority_a2a_comm_stream = o.get_bool("high_priority_a2a_comm_stream", false);
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
     op.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);

@@ -4,6 +4,7 @@
 
 #include "model/error.hpp"
 #include "model/fast_path_detail.hpp"
+#include "model/limits.hpp"
 #include "model/timeline.hpp"
 
 namespace epo::model {
@@ -132,6 +133,9 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
   const int P = cfg.par.pp, V = cfg.par.vpp, M = cfg.par.num_microbatches();
   EPO_REQUIRE_INPUT(M >= 1, "the step has ", M,
                     " micro-batches (allowed: gbs >= mbs*dp, at least one micro-batch)");
+  check_pipeline_slots(cfg);
+  check_interleaved_microbatches(cfg);
+  check_step_work(cfg, costs);  // nanosecond times cannot overflow (model/limits.hpp)
   const int total = M * V;
   ws.stage_layers = layers_per_virtual_stage(cfg.model.num_layers, P, V);
   ws.sigs.clear();

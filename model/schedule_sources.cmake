@@ -1,5 +1,6 @@
 # Schedule builder, discrete-event simulator, timeline metrics, traces and the steady-state fast
-# path (included by model/CMakeLists.txt).
+# path; the input limits that bound them, the checked reading and writing of files, and the
+# refusal of results that cannot be right (included by model/CMakeLists.txt).
 list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   schedule.cpp
   schedule_tables.cpp
@@ -12,4 +13,7 @@ list(APPEND EPO_MODEL_SCHEDULE_SOURCES
   fast_path_types.cpp
   maxplus.cpp
   trace.cpp
+  limits.cpp
+  json_file.cpp
+  result_bounds.cpp
 )

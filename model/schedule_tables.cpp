@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/error.hpp"
+#include "model/limits.hpp"
 #include "model/schedule.hpp"
 
 namespace epo::model {
@@ -82,6 +83,8 @@ ChunkShape chunk_shape(const Config& cfg, const std::vector<int>& stage_layers, 
 }
 
 PipelineSchedule build_pipeline(const Config& cfg, bool overlapped) {
+  check_pipeline_slots(cfg);
+  check_interleaved_microbatches(cfg);  // Megatron refuses these; its schedule would deadlock
   PipelineSchedule p;
   const int pp = cfg.par.pp;
   p.ranks.reserve(pp);

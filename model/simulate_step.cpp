@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/limits.hpp"
 #include "model/simulate.hpp"
 
 namespace epo::model {
@@ -93,6 +94,8 @@ SimResult simulate_step(const Config& cfg, const StepCosts& costs,
                         const StepCosts& baseline_costs, const SimOptions& options) {
   SimResult r;
   const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm;
+  check_simulation_size(cfg, costs);  // memory and nanosecond times bounded (model/limits.hpp)
+  if (overlap) check_step_work(cfg, baseline_costs);
   r.schedule = build_pipeline(cfg, overlap);
   r.run = simulate(r.schedule, cfg, costs, options);
   if (overlap) {

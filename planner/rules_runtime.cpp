@@ -1,4 +1,5 @@
 // Asserts that fire only when the schedule or the dispatcher runs (reference §2.4).
+#include "model/limits.hpp"
 #include "planner/rules_common.hpp"
 
 namespace epo::planner::rules {
@@ -24,17 +25,18 @@ void add_runtime_rules(std::vector<Rule>& out) {
                "(no cuda_graph_modules = whole layer)";
       },
       "set --cuda-graph-modules attn,moe_router,moe_preprocess");
-  add(out, "RUNTIME-VPP-MICROBATCHES", kError,
-      "Megatron-LM megatron/core/pipeline_parallel/schedules.py (microbatch_group_size_per_vp_stage)",
+  // The schedule builder refuses the same layouts (model/limits.hpp): one statement of the rule.
+  add(out, model::kInterleavedMicrobatchRule, kError,
+      "Megatron-LM megatron/core/pipeline_parallel/schedules.py "
+      "(forward_backward_pipelining_with_interleaving: microbatch_group_size_per_vp_stage, "
+      "default pp; core_v0.14 and later)",
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (c.par.vpp <= 1 || c.par.dp <= 0) return "";
-        const int m = c.par.num_microbatches();
-        if (m >= c.par.pp) return "";
-        return cat("the interleaved schedule needs at least pp = ", c.par.pp,
-                   " micro-batches per step, got ", m);
+        return model::interleaved_microbatch_problem(c.par.pp, c.par.vpp,
+                                                     c.par.num_microbatches());
       },
-      "raise the global batch size, or lower dp or the micro-batch size");
+      model::interleaved_microbatch_fix());
   add(out, "RUNTIME-OVL-PARTIAL-CKPT", kError,
       "Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (combined_forward_backward_step)",
       kAllVersions, kBothFrontends,

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -102,11 +104,17 @@ void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
     apply_candidate(work, c);
-    if (const Rule* r = first_error(work, spec.ctx)) {
-      ++out.rejected[r->id];
+    model::MemoryBreakdown mem;
+    try {
+      if (const Rule* r = first_error(work, spec.ctx)) {
+        ++out.rejected[r->id];
+        return;
+      }
+      mem = model::estimate_memory(work, in_flight_lower_bound(work));
+    } catch (const std::exception& e) {
+      ++out.rejected[std::string("model: ") + e.what()];
       return;
     }
-    const auto mem = model::estimate_memory(work, in_flight_lower_bound(work));
     if (!mem.fits) {
       ++out.rejected["memory"];
       return;
@@ -216,18 +224,33 @@ SearchResult search(const SearchSpec& spec) {
   // With a progress callback the calling thread only reports; otherwise it works too.
   const bool report = static_cast<bool>(spec.progress);
   auto run_pool = [&](long long total, const std::function<void(WorkerOut&)>& work) {
+    // An exception in a worker (out of memory, say) must not end the process from its thread
+    // (std::terminate) or leave the progress loop waiting: it is kept and rethrown after the join.
+    std::exception_ptr failure;
+    std::mutex failure_mu;
+    std::atomic<bool> failed{false};
+    auto guarded = [&](WorkerOut& o) {
+      try {
+        work(o);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+        failed = true;
+      }
+    };
     std::vector<std::thread> pool;
     for (int t = report ? 0 : 1; t < threads; ++t)
-      pool.emplace_back([&work, &outs, t] { work(outs[static_cast<size_t>(t)]); });
+      pool.emplace_back([&guarded, &outs, t] { guarded(outs[static_cast<size_t>(t)]); });
     if (report) {
-      while (done.load() < total) {
+      while (done.load() < total && !failed.load()) {
         spec.progress(done.load(), res.generated);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     } else {
-      work(outs[0]);
+      guarded(outs[0]);
     }
     for (auto& th : pool) th.join();
+    if (failure) std::rethrow_exception(failure);
   };
   if (spec.exhaustive) {
     run_pool(res.generated, [&](WorkerOut& o) { run_exhaustive(spec, cands, cursor, done, o); });

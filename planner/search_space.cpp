@@ -36,14 +36,15 @@ std::vector<int> gen_cp(const Config& b, int tp) {
   std::vector<int> v;
   // Context parallelism pays only for long sequences: keep >= 2048 tokens per CP rank.
   for (int cp = 1; cp <= 8; cp *= 2)
-    if (b.par.seq_length % cp == 0 && b.par.seq_length / cp >= 2048 && b.num_gpus % (tp * cp) == 0)
+    if (b.par.seq_length % cp == 0 && b.par.seq_length / cp >= 2048 &&
+        b.num_gpus % (static_cast<long long>(tp) * cp) == 0)
       v.push_back(cp);
   return v;
 }
 std::vector<int> gen_pp(const Config& b, int tp, int cp) {
   std::vector<int> v;
   for (int pp : divisors(b.model.num_layers, 32))
-    if (b.num_gpus % (tp * cp * pp) == 0) v.push_back(pp);
+    if (b.num_gpus % (static_cast<long long>(tp) * cp * pp) == 0) v.push_back(pp);
   return v;
 }
 std::vector<int> gen_vpp(const Config& b, int pp) {
@@ -56,9 +57,13 @@ std::vector<int> gen_vpp(const Config& b, int pp) {
 std::vector<int> gen_ep(const Config& b, int tp, int cp, int pp, int etp) {
   std::vector<int> v;
   if (b.model.num_experts == 0) return {1};
-  const int dp = b.num_gpus / (tp * cp * pp);
-  for (int ep : divisors(b.model.num_experts, b.num_gpus))
-    if (b.num_gpus % (etp * ep * pp) == 0 && (tp * cp * dp) % (etp * ep) == 0) v.push_back(ep);
+  // 64-bit products: etp * ep * pp reaches 2^37 for the largest allowed sizes.
+  const long long dp = b.num_gpus / (static_cast<long long>(tp) * cp * pp);
+  for (int ep : divisors(b.model.num_experts, b.num_gpus)) {
+    const long long expert_group = static_cast<long long>(etp) * ep;
+    if (b.num_gpus % (expert_group * pp) == 0 && (tp * cp * dp) % expert_group == 0)
+      v.push_back(ep);
+  }
   return v;
 }
 std::vector<int> gen_etp(int tp) {
@@ -69,7 +74,7 @@ std::vector<int> gen_etp(int tp) {
 std::vector<int> gen_mbs(const Config& b, int dp) {
   std::vector<int> v;
   for (int mbs : {1, 2, 4})
-    if (b.par.global_batch_size % (mbs * dp) == 0) v.push_back(mbs);
+    if (b.par.global_batch_size % (static_cast<long long>(mbs) * dp) == 0) v.push_back(mbs);
   return v;
 }
 /// (dispatcher, backend) pairs.

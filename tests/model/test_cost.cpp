@@ -218,7 +218,8 @@ TEST_CASE("on virtual ranks the host's issue time and the ranks' uneven ends are
   CHECK(g.embedding_fwd.duration_ns == 0);
   // Its host pays each GEMM library call whole; a host issuing for virtual ranks pays a launch.
   cfg.hw.gemm_call_us = 20.0;
-  const OpCost& dear = compute_step_costs(cfg).moe_layer.get(OpKind::mlp, Direction::forward);
+  const StepCosts dear_costs = compute_step_costs(cfg);  // named: `dear` refers into it
+  const OpCost& dear = dear_costs.moe_layer.get(OpKind::mlp, Direction::forward);
   CHECK(dear.host_ns >= g_mlp.host_ns + ns_from_us(19.0) * 2);
   cfg.virtual_ranks = 4;
   cfg.hw.gemm_call_us = 0.01;

@@ -1,0 +1,117 @@
+#pragma once
+// The allowed range of every configuration input, stated once. The flags (through
+// Config::derive_and_check), the JSON reader (config_io.cpp) and the writers all use these, so a
+// value one path accepts every path accepts, and every file EPO writes reads back. The bounds
+// also bound the work: sizes multiply in 64 bits without overflow, the schedule's per-step state
+// is bounded (kMaxPipelineSlots), and simulated nanosecond times cannot overflow (kMaxStepWorkNs).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace epo::model {
+
+struct Config;
+struct StepCosts;
+
+/// An integer input: its JSON key path, its flag, and the closed range allowed.
+struct IntRange {
+  const char* key;
+  const char* flag;
+  int min;
+  int max;
+};
+/// A real input: the closed range allowed (NaN and infinities are never allowed).
+struct RealRange {
+  const char* key;
+  const char* flag;
+  double min;
+  double max;
+};
+
+namespace limits {
+inline constexpr IntRange kGpus{"gpus", "--gpus", 1, 1 << 20};
+inline constexpr IntRange kVirtualRanks{"virtual_ranks", "--virtual-ranks", 0, 1024};
+inline constexpr IntRange kTp{"parallel.tp", "--tp", 1, 1024};
+inline constexpr IntRange kPp{"parallel.pp", "--pp", 1, 1024};
+inline constexpr IntRange kVpp{"parallel.vpp", "--vpp", 1, 1024};
+inline constexpr IntRange kCp{"parallel.cp", "--cp", 1, 1024};
+inline constexpr IntRange kEp{"parallel.ep", "--ep", 1, 1 << 16};
+inline constexpr IntRange kEtp{"parallel.etp", "--etp", 1, 1024};
+inline constexpr IntRange kDp{"parallel.dp", "(derived)", 0, 1 << 20};
+inline constexpr IntRange kMicroBatch{"parallel.micro_batch_size", "--mbs", 1, 1 << 16};
+/// 0 = mbs * dp (one micro-batch per data-parallel rank).
+inline constexpr IntRange kGlobalBatch{"parallel.global_batch_size", "--gbs", 0, 1 << 30};
+inline constexpr IntRange kSeqLength{"parallel.seq_length", "--seq", 1, 1 << 24};
+inline constexpr IntRange kCommSms{"options.comm_sms", "--comm-sms", 0, 1024};
+inline constexpr IntRange kRecomputeLayers{"options.recompute_num_layers",
+                                           "--recompute-num-layers", 0, 1000};
+inline constexpr IntRange kMaxConnections{"options.cuda_device_max_connections", "--cdmc", 1, 32};
+inline constexpr IntRange kSeed{"options.routing.seed", "--seed", 0, 2147483647};
+inline constexpr RealRange kSkew{"options.routing.skew", "--skew", 0.0, 4.0};
+inline constexpr RealRange kCapacityFactor{"options.capacity_factor", "--capacity-factor", 0.0,
+                                           1e3};
+
+/// Micro-batches per step x pp x vpp at most 2^24: the schedule tables, the fast path and the
+/// simulator hold state per (micro-batch, chunk, rank); at the bound the fast path takes about
+/// 400 MiB and 1.5 s on one CPU core.
+inline constexpr long long kMaxPipelineSlots = 1LL << 24;
+/// The full simulation holds every op of a step (schedule, timings, events: about 200 bytes per
+/// op). Above 2^22 ops (about 1 GiB) `epo predict` takes the fast path and says so; the simulator
+/// refuses larger steps.
+inline constexpr long long kMaxSimulatedOps = 1LL << 22;
+/// Summed op time of one step over all ranks at most 2^53 ns (104 days): every simulated time is
+/// below it times the slowest contention slow-down, far inside int64 nanoseconds (2^63).
+inline constexpr double kMaxStepWorkNs = 9007199254740992.0;
+
+/// Megatron's recompute_modules (TransformerConfig, selective recompute).
+inline const std::vector<std::string> kRecomputeModules = {
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
+    "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"};
+/// Megatron's cuda_graph_modules (CudaGraphModule; cuda_graph_scope before it).
+inline const std::vector<std::string> kCudaGraphModules = {"attn", "mlp", "moe", "moe_router",
+                                                           "moe_preprocess", "mamba"};
+/// recompute_method: unset, uniform or block.
+inline const std::vector<std::string> kRecomputeMethods = {"", "uniform", "block"};
+}  // namespace limits
+
+/// Throws an input error naming the key, the flag, the value and the range unless min <= v <= max.
+void check_range(const IntRange& r, long long v);
+void check_range(const RealRange& r, double v);
+/// Throws an input error unless every name is one of `allowed` (`what` names the input).
+void check_names(const char* what, const std::vector<std::string>& names,
+                 const std::vector<std::string>& allowed);
+
+/// Every range above, and the allowed names, on a configuration (before deriving dp).
+void check_config_limits(const Config& c);
+
+/// Chunk-micro-batch slots of a derived configuration: micro-batches x pp x vpp, in 64 bits.
+long long pipeline_slots(const Config& c);
+/// Throws an input error naming gbs, mbs and the layout when pipeline_slots(c) exceeds
+/// kMaxPipelineSlots (Config::derive_and_check, the schedule builder and the fast path call it).
+void check_pipeline_slots(const Config& c);
+/// Ops the full simulation of one step holds (all ranks, overlapped schedule), an upper estimate.
+long long estimated_schedule_ops(const Config& c);
+
+/// Refuses a step whose op costs cannot be simulated in int64 nanoseconds: an op with a negative
+/// or saturated (non-finite, huge) duration is a runtime error; summed op time of the whole step
+/// (all ranks, micro-batches and host synchronisations) above kMaxStepWorkNs an input error that
+/// names the sizes to lower. Cheap: reads the per-layer costs once.
+void check_step_work(const Config& c, const StepCosts& costs);
+
+/// Megatron's rule for the interleaved schedule (schedules.py,
+/// forward_backward_pipelining_with_interleaving, every core_v0.14+ version): with vpp > 1 and
+/// microbatch_group_size_per_vp_stage = pp (the default), the micro-batches must number at least
+/// pp and be a multiple of pp. "" when the layout passes, else the reason.
+std::string interleaved_microbatch_problem(int pp, int vpp, int num_microbatches);
+/// The fix for interleaved_microbatch_problem.
+const char* interleaved_microbatch_fix();
+/// The schedule builders' refusal of interleaved_microbatch_problem: an Error of kind rejected
+/// (exit 3) carrying the rule id, the reason and the fix.
+void check_interleaved_microbatches(const Config& c);
+/// The full simulation's bounds: estimated_schedule_ops(c) at most kMaxSimulatedOps (input error
+/// naming --fast otherwise) and check_step_work(c, costs).
+void check_simulation_size(const Config& c, const StepCosts& costs);
+/// Rule id shared by the planner's rule and the schedule's refusal.
+inline constexpr const char* kInterleavedMicrobatchRule = "RUNTIME-VPP-MICROBATCHES";
+
+}  // namespace epo::model
