@@ -151,8 +151,28 @@ SchedulePeak walk_schedule(const Config& cfg, const std::vector<ChunkActivation>
       peak.chunks = count;
     }
   };
+  // Chunks of the forwards in Megatron's order, tabulated once per (M, V, group): the planner
+  // asks for many option sets of one layout in a row. A backward's chunk is V-1 minus it.
+  struct Table {
+    int M = -1, V = -1, group = -1;
+    std::vector<int> chunk;
+  };
+  thread_local Table table;
+  // The walk reaches at most the warm-up ((P-1)*2 + (V-1)*group + 1) and the steady window.
+  const int needed = std::min(total, 2 * P + (V - 1) * group + group * V + 2 * V + 2);
+  if (table.M != M || table.V != V || table.group != group ||
+      static_cast<int>(table.chunk.size()) < needed) {
+    table.chunk.resize(static_cast<std::size_t>(needed));
+    for (int k = 0; k < needed; ++k)
+      table.chunk[static_cast<std::size_t>(k)] =
+          V == 1 ? 0 : megatron_virtual_microbatch(k, true, M, V, group).chunk;
+    table.M = M;
+    table.V = V;
+    table.group = group;
+  }
   auto chunk_of = [&](int k, bool fwd) {
-    return V == 1 ? 0 : megatron_virtual_microbatch(k, fwd, M, V, group).chunk;
+    const int c = table.chunk[static_cast<std::size_t>(k)];
+    return fwd ? c : V - 1 - c;
   };
   auto forward = [&](int k) {
     const ChunkActivation& c = chunks[static_cast<std::size_t>(chunk_of(k, true))];
@@ -170,7 +190,7 @@ SchedulePeak walk_schedule(const Config& cfg, const std::vector<ChunkActivation>
   if (overlap && warmup > 0)
     peak.extra = chunks[static_cast<std::size_t>(chunk_of(warmup - 1, true))].saved;
   // The steady state repeats every group*V steps: walk enough of it to meet every chunk pairing.
-  const int steady = std::min(total - warmup, 2 * group * V + 2 * V);
+  const int steady = std::min(total - warmup, group * V + 2 * V);
   for (int j = 0; j < steady; ++j) {
     const int f = warmup + j;
     if (overlap) {

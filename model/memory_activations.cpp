@@ -36,7 +36,7 @@ struct Part {
 Part attention(const Config& cfg, double hs) {
   const ModelSpec& m = cfg.model;
   const Options& o = cfg.opt;
-  const double S = detail::make_shapes(cfg).tokens, tp = cfg.par.tp;
+  const double S = static_cast<double>(cfg.tokens_per_microbatch()), tp = cfg.par.tp;
   const double sp = cfg.par.sequence_parallel ? tp : 1.0;
   Part a;
   a.keep(hs, false);  // layer input (residual, input-norm input)
@@ -66,7 +66,7 @@ Part attention(const Config& cfg, double hs) {
 
 Part dense_mlp(const Config& cfg, double hs) {
   const ModelSpec& m = cfg.model;
-  const double S = detail::make_shapes(cfg).tokens, tp = cfg.par.tp;
+  const double S = static_cast<double>(cfg.tokens_per_microbatch()), tp = cfg.par.tp;
   const double glu = m.gated_linear_unit ? 2.0 : 1.0;
   const bool rc = selective(cfg.opt, "mlp");
   Part p;
@@ -113,7 +113,7 @@ Part moe(const Config& cfg, double hs) {
 
 double hidden_state_bytes(const Config& cfg) {
   const double sp = cfg.par.sequence_parallel ? cfg.par.tp : 1.0;
-  return detail::make_shapes(cfg).tokens * cfg.model.hidden_size / sp * kAct;
+  return static_cast<double>(cfg.tokens_per_microbatch()) * cfg.model.hidden_size / sp * kAct;
 }
 
 LayerActivation layer_activation(const Config& cfg, LayerKind kind) {
@@ -135,7 +135,7 @@ LayerActivation layer_activation(const Config& cfg, LayerKind kind) {
 }
 
 LayerActivation head_activation(const Config& cfg) {
-  const double S = detail::make_shapes(cfg).tokens;
+  const double S = static_cast<double>(cfg.tokens_per_microbatch());
   const double logits = S * cfg.model.vocab_size / cfg.par.tp * kAct;
   LayerActivation l;
   l.saved = l.full = logits + hidden_state_bytes(cfg);
