@@ -31,8 +31,11 @@ bool known_op(const std::string& name) {
 }
 
 double number(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (!v.is_number())
-    throw EPO_INPUT_ERROR(where, ": key '", key, "' has value ", v.dump(), ", expected a number");
+  if (!v.is_number()) {
+    std::string shown = v.dump();
+    if (shown.size() > 80) shown = shown.substr(0, 77) + "...";  // one short line
+    throw EPO_INPUT_ERROR(where, ": key '", key, "' has value ", shown, ", expected a number");
+  }
   return v.get<double>();
 }
 

@@ -19,7 +19,10 @@ bool JsonReader::has(const std::string& key) const { return j_.contains(key); }
 
 void JsonReader::type_error(const std::string& key, const nlohmann::json& v,
                             const char* expected) const {
-  throw EPO_INPUT_ERROR(where_, ": key '", key_path(key), "' has value ", v.dump(),
+  // A value of any size is named by its first 80 characters: the message stays one short line.
+  std::string shown = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+  throw EPO_INPUT_ERROR(where_, ": key '", key_path(key), "' has value ", shown,
                         " (allowed: ", expected, ")");
 }
 

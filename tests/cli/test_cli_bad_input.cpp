@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -155,7 +156,15 @@ TEST_CASE("reproducers: results that cannot be right are refused, large steps ta
           "[cli][bad]") {
   const std::string out = "mfu.json";
   std::remove(out.c_str());
-  auto r = run_epo("predict --model qwen3-235b-a22b --hardware gb200-nvl72 --gpus 128 --ep 64 "
+  // The issue's NVL72 preset, under whichever name the presets hold it.
+  const char* presets = std::getenv("EPO_PRESETS");
+  std::string hw = "b200";
+  for (const char* name : {"gb200-nvl72", "gb200", "gb200-nvl72-datasheet"})
+    if (presets && exists(std::string(presets) + "/hardware/" + name + ".json")) {
+      hw = name;
+      break;
+    }
+  auto r = run_epo("predict --model qwen3-235b-a22b --hardware " + hw + " --gpus 128 --ep 64 "
                    "--pp 2 --dispatcher flex --flex-backend hybridep --overlap "
                    "--capacity-factor 0.01 --fast --json " + out);
   INFO(r.output);
