@@ -180,6 +180,8 @@ void add_calibrate(CLI::App& app, Runner& run) {
   r->add_option("--base", rep->base, "preset for 'before' (default: each run's hardware)");
   r->add_option("--json", rep->json, "also write the report as JSON");
   r->callback([rep, &run] { run = [rep] { return run_report(*rep); }; });
+
+  add_calibrate_published(*cal, run);
 }
 
 }  // namespace epo::cli

@@ -138,7 +138,7 @@ void print_prediction(const model::Config& cfg, const model::Prediction& p) {
   std::printf("  exposed EP communication  %12s   (without overlap %s)\n",
               fmt_time_us(p.exposed_comm_us).c_str(), fmt_time_us(p.baseline_exposed_comm_us).c_str());
   std::printf("  tokens/s per GPU          %12.0f\n", p.tokens_per_s_per_gpu);
-  std::printf("  model TFLOP/s per GPU     %12.1f   (MFU %.1f%%)\n", p.model_tflops_per_gpu,
+  std::printf("  model TFLOP/s per GPU     %12.1f   (MFU %.1f%% of the dense BF16 peak)\n", p.model_tflops_per_gpu,
               100.0 * p.mfu);
   print_memory(p.memory);
 }

@@ -15,5 +15,7 @@ void add_validate(CLI::App& app, Runner& run);
 void add_plan(CLI::App& app, Runner& run);
 void add_run(CLI::App& app, Runner& run);
 void add_calibrate(CLI::App& app, Runner& run);
+/// `epo calibrate published` (added by add_calibrate).
+void add_calibrate_published(CLI::App& calibrate, Runner& run);
 
 }  // namespace epo::cli

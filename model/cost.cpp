@@ -56,12 +56,13 @@ TimeNs LayerCosts::total_ns(StreamKind stream) const {
 // Rates
 
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8) {
-  if (m <= 0 || n <= 0 || k <= 0) return hw.peak_tflops(fp8) * hw.gemm_efficiency;
+  const double top = fp8 ? hw.fp8_gemm_cost_efficiency() : hw.gemm_efficiency;
+  if (m <= 0 || n <= 0 || k <= 0) return hw.peak_tflops(fp8) * top;
   const double h = hw.gemm_half_dim;
   auto f = [h](double x) { return x / (x + h); };
   const double ref = f(8192.0);
-  const double eff = hw.gemm_efficiency * (f(m) / ref) * (f(n) / ref) * (f(k) / ref);
-  return hw.peak_tflops(fp8) * std::min(eff, hw.gemm_efficiency);
+  const double eff = top * (f(m) / ref) * (f(n) / ref) * (f(k) / ref);
+  return hw.peak_tflops(fp8) * std::min(eff, top);
 }
 
 double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,

@@ -100,6 +100,9 @@ struct StepCosts {
   OpCost pp_send_recv;               ///< one activation transfer between stages
   OpCost dp_grad_reduce;             ///< the whole step's gradient reduce-scatter (+ all-gather)
   double flops_per_token_model = 0;  ///< model FLOPs per token (fwd+bwd, all layers) for MFU
+  /// After the last backward: the optimizer step over this GPU's shard (Adam on fp32 master
+  /// weights, moments and gradients, the gradient-norm pass, the bf16 weights written back), us.
+  double optimizer_step_us = 0;
 };
 
 /// Computes every op cost for the configuration (which must have passed derive_and_check()).

@@ -36,7 +36,34 @@ class Builder {
     const double n_calls = std::max(1.0, calls < 0 ? count : calls);
     c.num_kernels = static_cast<int>(std::lround(n_calls));
     c.duration_us = timed(gemm_work_us(hw_, m, n, k, count, fp8), n_calls, hw_.gemm_call_cost_us());
+    if (fp8) add_fp8_cast(c, m * k * count);
     set_accumulate(c, m, n, k, count);
+    return c;
+  }
+
+  /// FP8 linear layers quantize their input first (Transformer Engine: read BF16, write FP8 and
+  /// its transpose for the weight gradient): a memory-bound pass over the m x k input that the
+  /// GEMM waits for; the backward quantizes the output gradient the same way (wgrad_of keeps it).
+  void add_fp8_cast(Component& c, double input_elems) const {
+    const double bytes = input_elems * (2.0 + 1.0 + 1.0);
+    c.hbm_bytes += bytes;
+    if (mode_ != TimeMode::host) c.duration_us += share_ * memory_time_us(hw_, bytes);
+  }
+
+  /// One NCCL collective over `group` ranks inside the NVLink domain moving `bytes` of the full
+  /// tensor (all-gather / reduce-scatter: each rank sends (group-1)/group of it; all-reduce: twice
+  /// that): a ring at nccl_efficiency of NVLink plus its fixed cost. Tensor and context parallel
+  /// groups sit inside one NVLink domain in every layout Megatron builds by default.
+  Component nvl_collective(const char* name, double bytes, int group, double passes = 1.0) const {
+    Component c;
+    c.name = name;
+    if (group <= 1 || bytes <= 0) return c;
+    const double sent = passes * bytes * (group - 1.0) / group;
+    c.nvl_bytes = sent;
+    c.num_kernels = 1;
+    const double work = hw_.nccl_latency_us + sent / (hw_.nvlink_gbps * hw_.nccl_efficiency * 1e3);
+    c.duration_us = mode_ == TimeMode::host ? share_ * hw_.kernel_launch_us
+                                            : share_ * work + (mode_ == TimeMode::normal ? hw_.kernel_launch_us : 0.0);
     return c;
   }
 
@@ -82,6 +109,7 @@ class Builder {
     const double tflops = gemm_tflops(hw_, m * count, n, k, s_.fp8) * efficiency;
     const double work = std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes));
     c.duration_us = timed(work, std::max(1.0, calls), call_us);
+    if (s_.fp8) add_fp8_cast(c, m * k * count);
     set_accumulate(c, m, n, k, count);
     return c;
   }

@@ -70,6 +70,17 @@ struct HardwareProfile {
   /// last ones run part of the GPU idles. Fitted on measured runs (calib::fit_vr_tail); 0 = none.
   double vr_tail_coeff = 0.0;
 
+  // ---- what a Megatron job adds beyond the kernels (fitted on published runs per cluster) ----
+  /// Fraction of the FP8 peak a large FP8 GEMM reaches; 0 = gemm_efficiency.
+  double fp8_gemm_efficiency = 0.0;
+  double fp8_gemm_cost_efficiency() const {
+    return fp8_gemm_efficiency > 0 ? fp8_gemm_efficiency : gemm_efficiency;
+  }
+  /// Framework host time per layer op of one micro-batch outside CUDA graphs (Python module
+  /// calls, autograd, TE's quantizers, the dispatcher's bookkeeping), in us; the host issues it
+  /// ahead of the device unless a host synchronisation ties the two. 0 = none (the executor).
+  double framework_op_host_us = 0.0;
+
   std::map<std::string, std::string> sources;     ///< field -> datasheet / publication
   std::map<std::string, std::string> provenance;  ///< field -> how a fitted value was obtained
   bool calibrated = false;

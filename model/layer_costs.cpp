@@ -127,12 +127,43 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   pd_f.push_back(b.mem("attn.norm", T * h * 2 * 2 / sp));
   append(pd_f, att);
   pd_f.insert(pd_f.begin() + 2, b.core_attention("attn.core", 1.0));
+  // Tensor parallelism: with sequence parallelism an all-gather of the layer input before the
+  // projections and a reduce-scatter of their output, without it one all-reduce; the same again
+  // in the backward (Megatron's ColumnParallelLinear / RowParallelLinear). Context parallelism:
+  // the ring passes each rank's keys and values to the others while attention runs on the
+  // blocks it has; what the attention cannot cover is exposed.
+  const int tp_group = b.p_.tp;
+  const bool use_sp = b.p_.sequence_parallel;
+  std::vector<Component> tp_attn;
+  if (tp_group > 1) {
+    if (use_sp) {
+      tp_attn.push_back(b.nvl_collective("tp.allgather", T * h * 2, tp_group));
+      tp_attn.push_back(b.nvl_collective("tp.reduce_scatter", T * h * 2, tp_group));
+    } else {
+      tp_attn.push_back(b.nvl_collective("tp.allreduce", T * h * 2, tp_group, 2.0));
+    }
+    append(pd_f, tp_attn);
+  }
+  Component cp_ring;
+  if (b.p_.cp > 1) {
+    const double kv_dim = m.attention == AttentionKind::mla
+                              ? m.num_attention_heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+                              : 2.0 * m.num_query_groups * m.head_dim / std::min<double>(tp, m.num_query_groups);
+    const double steps = b.p_.cp - 1.0;
+    Component c = b.nvl_collective("cp.kv_ring", T * kv_dim * 2 * b.p_.cp, b.p_.cp);
+    const Component attn = b.core_attention("attn.core", 1.0);
+    if (b.mode_ != Builder::TimeMode::host)
+      c.duration_us = std::max(steps * b.hw_.nvlink_latency_us, c.duration_us - attn.duration_us * steps / b.p_.cp);
+    cp_ring = c;
+    pd_f.push_back(cp_ring);
+  }
   if (!executor_layer) pd_f.push_back(b.mem("attn.bda+norm", T * h * 2 * 4 / sp, 2));
   if (mtp) pd_f.push_back(b.gemm("mtp.eh_proj", T, h, 2 * h));
   if (moe) {
     append(pd_f, shared);
     if (!shared.empty())
       pd_f.push_back(b.mem("shared.act", T * m.shared_expert_ffn_hidden_size / tp * 3 * 2));
+    if (!shared.empty() && tp_group > 1) append(pd_f, tp_attn);  // the shared expert's TP pair
     pd_f.push_back(b.gemm("router", s.moe_tokens, m.num_experts, h, 1, false));
     pd_f.push_back(b.mem("router.topk", s.moe_tokens * m.num_experts * 4 * 3));
     if (o.dispatcher == Dispatcher::alltoall)
@@ -158,6 +189,11 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       // Flash attention's backward recomputes the scores: ~2.5x its forward. The executor's
       // stand-in keeps them and runs its two batched GEMMs twice (executor/layer_bwd.cpp).
       d = b.core_attention("attn.core.bwd", executor_layer ? 2.0 : 2.5);
+    } else if (c.nvl_bytes > 0 || std::strncmp(c.name, "tp.", 3) == 0 ||
+               std::strncmp(c.name, "cp.", 3) == 0) {
+      // The backward runs the transposed collective of the same size (and the ring sends the
+      // keys' and values' gradients back).
+      if (std::strncmp(c.name, "cp.", 3) == 0) d.duration_us *= 2;
     } else if (c.flops == 0) {
       d.hbm_bytes *= 2;
       d.duration_us = b.timed(memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
@@ -249,6 +285,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     mlp_f.push_back(b.mem("mlp.act", T * F * (glu + 1) * 2));
     mlp_f.push_back(b.gemm("mlp.fc2", T, h, F));
     mlp_f.push_back(b.mem("mlp.bda", T * h * 2 * 3 / sp));
+    append(mlp_f, tp_attn);  // the MLP's own all-gather / reduce-scatter (or all-reduce)
     for (const auto& c : mlp_f) {
       Component d = c;
       d.variant = "dgrad";

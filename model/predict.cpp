@@ -54,6 +54,9 @@ Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline)
     in_flight = f.microbatches_in_flight;
   }
 
+  // The optimizer step follows the last backward and the gradient reduction in both schedules.
+  step += sc.optimizer_step_us * 1000.0;
+  base += sc.optimizer_step_us * 1000.0;
   pr.step_time_us = step / 1000.0;
   pr.baseline_step_time_us = base / 1000.0;
   pr.overlap_gain = step > 0 ? base / step - 1.0 : 0.0;
@@ -65,7 +68,9 @@ Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline)
   pr.tokens_per_s_per_gpu =
       pr.step_time_us > 0 ? tokens_per_step / (pr.step_time_us * 1e-6) / cfg.num_gpus : 0.0;
   pr.model_tflops_per_gpu = sc.flops_per_token_model * pr.tokens_per_s_per_gpu / 1e12;
-  pr.mfu = pr.model_tflops_per_gpu / cfg.hw.peak_tflops(cfg.opt.precision == Precision::fp8);
+  // MFU against the dense BF16 peak whatever the precision (Megatron-Bridge's convention), so
+  // FP8 and BF16 runs compare on one scale.
+  pr.mfu = pr.model_tflops_per_gpu / cfg.hw.bf16_tflops;
   // Activations alive at the peak come from the schedule (first stage).
   pr.memory = estimate_memory(cfg, in_flight);
   if (!need_base) {

@@ -165,6 +165,8 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   h.nvl_contention_coeff = r.get_double("nvl_contention_coeff", h.nvl_contention_coeff, 0, 1);
   h.nvl_contention_exp = r.get_double("nvl_contention_exp", h.nvl_contention_exp, 0, 2);
   h.vr_tail_coeff = r.get_double("vr_tail_coeff", h.vr_tail_coeff, 0, 1);
+  h.fp8_gemm_efficiency = r.get_double("fp8_gemm_efficiency", h.fp8_gemm_efficiency, 0, 1.0);
+  h.framework_op_host_us = r.get_double("framework_op_host_us", h.framework_op_host_us, 0, 1e5);
   h.calibrated = r.get_bool("calibrated", false);
   h.provenance = r.get_string_map("provenance");
   for (const auto& [k, v] : r.sources()) h.sources[k] = v;
@@ -211,6 +213,8 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("nvl_contention_coeff", h.nvl_contention_coeff);
   put("nvl_contention_exp", h.nvl_contention_exp);
   put("vr_tail_coeff", h.vr_tail_coeff);
+  put("fp8_gemm_efficiency", h.fp8_gemm_efficiency);
+  put("framework_op_host_us", h.framework_op_host_us);
   j["calibrated"] = h.calibrated;
   if (!h.provenance.empty()) j["provenance"] = h.provenance;
   return j;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/cost_builder.hpp"
+#include "model/model_flops.hpp"
 
 namespace epo::model {
 
@@ -18,6 +19,46 @@ double ring_time_us(const HardwareProfile& hw, double bytes, int n, bool over_ne
 }
 
 }  // namespace
+
+/// Has the CUDA-graph scope `name` (TE's partial graphs) been asked for?
+static bool graphed(const Options& o, const char* name) {
+  return std::find(o.cuda_graph_modules.begin(), o.cuda_graph_modules.end(), name) !=
+         o.cuda_graph_modules.end();
+}
+
+/// Host time the framework spends on one layer op outside the kernels' own issue
+/// (HardwareProfile::framework_op_host_us), less what CUDA graphs replay instead: a full-iteration
+/// graph or local full-layer graphs all of it; TE's partial scopes their part (attention half of
+/// the attention op, the router and the dispatch preprocessing a quarter each; `moe` the whole
+/// MoE block; `mlp` a dense MLP).
+static double framework_host_us(const Config& cfg, const OpCost& op, bool moe) {
+  const double unit = cfg.hw.framework_op_host_us;
+  if (unit <= 0 || cfg.virtual_ranks > 0) return 0.0;
+  const Options& o = cfg.opt;
+  if (o.cuda_graph_impl == CudaGraphImpl::full_iteration || o.cuda_graph_impl == CudaGraphImpl::local)
+    return 0.0;
+  double left = 1.0;
+  const bool te = o.cuda_graph_impl == CudaGraphImpl::transformer_engine;
+  switch (op.kind) {
+    case OpKind::pre_dispatch:
+    case OpKind::pre_dispatch_wgrad:
+      if (te && graphed(o, "attn")) left -= 0.5;
+      if (te && moe && graphed(o, "moe_router")) left -= 0.25;
+      if (te && moe && graphed(o, "moe_preprocess")) left -= 0.25;
+      break;
+    case OpKind::mlp:
+    case OpKind::mlp_wgrad:
+      if (te && (moe ? graphed(o, "moe") : graphed(o, "mlp"))) left = 0.0;
+      break;
+    case OpKind::dispatch:
+    case OpKind::combine:
+      if (te && moe && graphed(o, "moe")) left = 0.0;
+      left *= 0.5;  // the dispatcher's own bookkeeping, lighter than a module's
+      break;
+    default: break;
+  }
+  return unit * std::max(0.0, left);
+}
 
 StepCosts compute_step_costs(const Config& cfg) {
   using detail::build_layer;
@@ -45,6 +86,7 @@ StepCosts compute_step_costs(const Config& cfg) {
       double d = 0, hs = 0;
       for (const auto& c : Ld.ops[i].parts) d += c.duration_us;
       for (const auto& c : Lh.ops[i].parts) hs += c.duration_us;
+      hs += framework_host_us(cfg, L.ops[i], moe);
       if (d + hs <= 0) continue;
       if (L.ops[i].stream == StreamKind::compute) d *= tail;
       const double device = d + b.share_ * cfg.hw.kernel_launch_us;
@@ -130,19 +172,20 @@ StepCosts compute_step_costs(const Config& cfg) {
     sc.dp_grad_reduce.sms = 16;
   }
 
-  // Model FLOPs per token (3 x forward, no recompute), whole model, for MFU.
-  {
-    const auto lp = detail::layer_params(m);
-    const double moe_layers = m.num_moe_layers() + m.mtp_num_layers;
-    const double active = m.num_layers * lp.attention + m.first_k_dense_layers * lp.dense_mlp +
-                          moe_layers * (lp.router + lp.shared_expert + m.router_topk * lp.expert) +
-                          V * h * (1 + m.mtp_num_layers);
-    const double heads_all = m.num_attention_heads;
-    const double dqk = m.attention == AttentionKind::mla ? m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim : m.head_dim;
-    const double dv = m.attention == AttentionKind::mla ? m.mla.v_head_dim : m.head_dim;
-    const double attn = (m.num_layers + m.mtp_num_layers) * 2.0 * p.seq_length * heads_all * (dqk + dv) * 0.5;
-    sc.flops_per_token_model = 3.0 * (2.0 * active + attn);
+  // Optimizer step over this GPU's shard of the parameters (distributed optimizer: dense over
+  // DP x CP, experts over expert-DP): read fp32 master weight, gradient and two moments, write
+  // weight and moments back (28 bytes), the gradient-norm pass (4) and the bf16 weights (2).
+  if (!cfg.decoder_only && cfg.virtual_ranks <= 0) {
+    const auto g = detail::gpu_params(cfg);
+    const double dense_shard = cfg.opt.distributed_optimizer ? p.dp * p.cp : 1;
+    const double expert_shard = cfg.opt.distributed_optimizer ? std::max(1, p.expert_dp(cfg.num_gpus)) : 1;
+    const double local = g.dense / dense_shard + g.expert / expert_shard;
+    sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
   }
+
+  // Model FLOPs per token as Megatron counts them (its num_floating_point_operations), so that
+  // TFLOP/s/GPU compares one to one with what Megatron-LM and Megatron-Bridge print.
+  sc.flops_per_token_model = model_flops_per_sequence(m, p.seq_length, p.tp) / p.seq_length;
   return sc;
 }
 

@@ -1,0 +1,236 @@
+// Megatron-LM CI runs: the argument list of a functional test case as a Config.
+#include "calibration/published_mlm.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <regex>
+
+#include "model/error.hpp"
+
+namespace epo::calib {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Args {
+  const nlohmann::json& a;
+  bool has(const char* k) const { return a.contains(k); }
+  bool flag(const char* k) const {
+    if (!a.contains(k)) return false;
+    const auto& v = a[k];
+    return v.is_boolean() ? v.get<bool>() : true;
+  }
+  double num(const char* k, double fallback) const {
+    if (!a.contains(k)) return fallback;
+    const auto& v = a[k];
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      char* end = nullptr;
+      const double d = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() && *end == '\0') return d;
+    }
+    return kNaN;
+  }
+  int integer(const char* k, int fallback) const {
+    const double d = num(k, fallback);
+    return std::isfinite(d) ? static_cast<int>(d) : fallback;
+  }
+  std::string str(const char* k) const {
+    if (!a.contains(k)) return "";
+    const auto& v = a[k];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) {
+      std::string s;
+      for (const auto& e : v) s += (s.empty() ? "" : " ") + (e.is_string() ? e.get<std::string>() : e.dump());
+      return s;
+    }
+    return v.dump();
+  }
+};
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> w;
+  std::string cur;
+  for (char c : s) {
+    if (c == ' ' || c == ',') {
+      if (!cur.empty()) w.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) w.push_back(cur);
+  return w;
+}
+
+}  // namespace
+
+PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters) {
+  PublishedRow r;
+  r.id = j.value("id", "");
+  r.source_type = "megatron-lm-ci";
+  r.status = "current";
+  const std::string platform = j.value("platform", "");
+  r.system = platform;
+  r.cluster = platform.find("gb200") != std::string::npos ? "gb200-nvl72"
+              : platform.find("h100") != std::string::npos ? "dgx-h100"
+                                                           : "";
+  const Args a{j["args"]};
+  r.model = "megatron-ci:" + r.id.substr(0, r.id.find("::"));
+  r.model_preset = "ci:" + r.id.substr(0, r.id.find("::"));
+  if (j.contains("iteration_time_s_median") && j["iteration_time_s_median"].is_number())
+    r.published.step_time_s = j["iteration_time_s_median"].get<double>();
+  if (j.contains("mem_max_allocated_bytes") && j["mem_max_allocated_bytes"].is_number())
+    r.published.peak_memory_gb = j["mem_max_allocated_bytes"].get<double>() / 1e9;
+  if (std::isfinite(r.published.step_time_s)) r.published.fits = 1;
+  auto reject = [&](std::string why) {
+    r.unsupported = std::move(why);
+    return r;
+  };
+  if (r.cluster.empty()) return reject("platform '" + platform + "' not known");
+  if (!j.contains("gpus") || !j["gpus"].is_number_integer())
+    return reject("number of GPUs not published");
+  for (const char* k : {"--is-hybrid-model", "--hybrid-layer-pattern", "--hybrid-override-pattern"})
+    if (a.has(k)) return reject("hybrid Mamba layers are not modelled");
+  if (a.flag("--use-megatron-fsdp")) return reject("Megatron-FSDP runs are not modelled");
+  if (a.has("--perform-rl-step") || a.has("--grpo-group-size"))
+    return reject("reinforcement-learning steps are not modelled");
+  if (a.has("--fp4-format")) return reject("FP4 precision is not modelled");
+  if (a.str("--optimizer") == "muon" || a.str("--optimizer") == "dist_muon")
+    return reject("the Muon optimizer is not modelled");
+  if (a.has("--moe-latent-size")) return reject("MoE latent projections are not modelled");
+
+  model::Config c;
+  model::ModelSpec& m = c.model;
+  m.name = r.model_preset;
+  m.num_layers = a.integer("--num-layers", 0);
+  m.hidden_size = a.integer("--hidden-size", 0);
+  m.num_attention_heads = a.integer("--num-attention-heads", 0);
+  if (m.num_layers <= 0 || m.hidden_size <= 0 || m.num_attention_heads <= 0)
+    return reject("architecture arguments missing or not numbers");
+  m.num_query_groups = a.flag("--group-query-attention")
+                           ? a.integer("--num-query-groups", m.num_attention_heads)
+                           : m.num_attention_heads;
+  m.head_dim = a.integer("--kv-channels", m.hidden_size / m.num_attention_heads);
+  if (a.flag("--multi-latent-attention")) {
+    m.attention = model::AttentionKind::mla;
+    m.mla.q_lora_rank = a.integer("--q-lora-rank", 0);
+    m.mla.kv_lora_rank = a.integer("--kv-lora-rank", 512);
+    m.mla.qk_nope_head_dim = a.integer("--qk-head-dim", 128);
+    m.mla.qk_rope_head_dim = a.integer("--qk-pos-emb-head-dim", 64);
+    m.mla.v_head_dim = a.integer("--v-head-dim", 128);
+  }
+  m.ffn_hidden_size = a.integer("--ffn-hidden-size", 4 * m.hidden_size);
+  m.num_experts = a.integer("--num-experts", 0);
+  m.router_topk = a.integer("--moe-router-topk", 2);
+  m.moe_ffn_hidden_size = a.integer("--moe-ffn-hidden-size", m.ffn_hidden_size);
+  m.shared_expert_ffn_hidden_size = a.integer("--moe-shared-expert-intermediate-size", 0);
+  m.router_num_groups = a.integer("--moe-router-num-groups", 0);
+  m.router_group_topk = a.integer("--moe-router-group-topk", 0);
+  m.mtp_num_layers = a.integer("--mtp-num-layers", 0);
+  m.gated_linear_unit = a.flag("--swiglu");
+  m.score_function = a.str("--moe-router-score-function") == "sigmoid"
+                         ? model::ScoreFunction::sigmoid
+                         : model::ScoreFunction::softmax;
+  const std::string freq = a.str("--moe-layer-freq");
+  if (!freq.empty() && freq != "1") {
+    // Only a leading run of dense layers is expressible: ([0]*K+[1]*N) with K + N layers.
+    static const std::regex kLead(R"(\(?\s*\[0\]\s*\*\s*(\d+)\s*\+\s*\[1\]\s*\*\s*(\d+)\s*\)?)");
+    std::smatch mt;
+    if (!std::regex_match(freq, mt, kLead) ||
+        std::stoi(mt[1]) + std::stoi(mt[2]) != m.num_layers)
+      return reject("MoE layer pattern '" + freq + "' is not a leading run of dense layers");
+    m.first_k_dense_layers = std::stoi(mt[1]);
+  }
+  // Vocabulary: GPT-2 BPE files (50257) or a named tokenizer, padded as Megatron pads it.
+  int vocab = 0;
+  const std::string tok = a.str("--tokenizer-type");
+  if (a.has("--vocab-file") && (tok.empty() || tok == "GPT2BPETokenizer")) vocab = 50257;
+  else if (tok == "Llama2Tokenizer") vocab = 32000;
+  else if (tok == "TikTokenizer") vocab = 131072;
+  if (vocab == 0) {
+    vocab = 32000;
+    r.assumptions.push_back("vocabulary 32000 (tokenizer '" + tok + "' not resolved)");
+  }
+  const int tp = a.integer("--tensor-model-parallel-size", 1);
+  const int divisible = a.integer("--make-vocab-size-divisible-by", 128) * tp;
+  m.vocab_size = (vocab + divisible - 1) / divisible * divisible;
+
+  c.model_name = r.model_preset;
+  try {
+    c.hardware_name = r.cluster;
+    c.hw = clusters.profile(r.cluster);
+  } catch (const Error& e) {
+    return reject(e.what());
+  }
+  c.num_gpus = j["gpus"].get<int>();
+  auto& p = c.par;
+  p.tp = tp;
+  p.pp = a.integer("--pipeline-model-parallel-size", 1);
+  p.vpp = a.integer("--num-virtual-stages-per-pipeline-rank", 1);
+  if (a.has("--num-layers-per-virtual-pipeline-stage") && p.pp > 1)
+    p.vpp = m.num_layers / p.pp / std::max(1, a.integer("--num-layers-per-virtual-pipeline-stage", 1));
+  if (a.has("--pipeline-model-parallel-layout"))
+    return reject("explicit pipeline layouts are not modelled yet");
+  p.cp = a.integer("--context-parallel-size", 1);
+  p.ep = a.integer("--expert-model-parallel-size", 1);
+  p.etp = a.integer("--expert-tensor-parallel-size", tp);
+  p.sequence_parallel = a.flag("--sequence-parallel");
+  p.micro_batch_size = a.integer("--micro-batch-size", 1);
+  p.global_batch_size = a.integer("--global-batch-size", 0);
+  p.seq_length = a.integer("--seq-length", 4096);
+  auto& o = c.opt;
+  const std::string disp = a.str("--moe-token-dispatcher-type");
+  if (disp == "flex" || a.flag("--moe-enable-deepep")) {
+    o.dispatcher = model::Dispatcher::flex;
+    o.flex_backend = a.str("--moe-flex-dispatcher-backend") == "hybridep"
+                         ? model::FlexBackend::hybridep
+                         : model::FlexBackend::deepep;
+  } else if (disp == "alltoall") {
+    o.dispatcher = model::Dispatcher::alltoall;
+  } else {
+    o.dispatcher = model::Dispatcher::allgather;  // Megatron's default dispatcher
+  }
+  o.overlap_moe_expert_parallel_comm = a.flag("--overlap-moe-expert-parallel-comm");
+  o.delay_wgrad_compute = a.flag("--delay-wgrad-compute");
+  o.moe_shared_expert_overlap = a.flag("--moe-shared-expert-overlap");
+  o.moe_grouped_gemm = a.flag("--moe-grouped-gemm");
+  o.moe_permute_fusion = a.flag("--moe-permute-fusion");
+  o.distributed_optimizer = a.flag("--use-distributed-optimizer");
+  o.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
+  o.gradient_accumulation_fusion = !a.flag("--no-gradient-accumulation-fusion");
+  o.precision = a.has("--fp8-format") ? model::Precision::fp8 : model::Precision::bf16;
+  const std::string g = a.str("--recompute-granularity");
+  if (g == "selective") o.recompute_granularity = model::RecomputeGranularity::selective;
+  if (g == "full") o.recompute_granularity = model::RecomputeGranularity::full;
+  o.recompute_modules = words(a.str("--recompute-modules"));
+  o.recompute_method = a.str("--recompute-method");
+  o.recompute_num_layers = a.integer("--recompute-num-layers", 0);
+  const std::string impl = a.str("--cuda-graph-impl");
+  if (impl == "transformer_engine") o.cuda_graph_impl = model::CudaGraphImpl::transformer_engine;
+  else if (impl == "local" || a.flag("--enable-cuda-graph")) o.cuda_graph_impl = model::CudaGraphImpl::local;
+  const std::string scope = a.str("--cuda-graph-scope");
+  if (scope == "full_iteration") o.cuda_graph_impl = model::CudaGraphImpl::full_iteration;
+  else o.cuda_graph_modules = words(scope);
+  const double cap = a.num("--moe-expert-capacity-factor", 0);
+  if (std::isfinite(cap) && cap > 0) o.capacity_factor = cap;
+  if (a.flag("--moe-router-force-load-balancing")) o.routing.kind = model::RoutingKind::balanced;
+  if (j.contains("env") && j["env"].is_object() && j["env"].contains("CUDA_DEVICE_MAX_CONNECTIONS")) {
+    const auto& v = j["env"]["CUDA_DEVICE_MAX_CONNECTIONS"];
+    const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+    const int n = std::atoi(s.c_str());
+    if (n >= 1) o.cuda_device_max_connections = n;
+  }
+  try {
+    c.derive_and_check();
+  } catch (const Error& e) {
+    return reject(std::string("layout not accepted: ") + e.what());
+  }
+  r.config = c;
+  return r;
+}
+
+}  // namespace epo::calib

@@ -1,0 +1,93 @@
+// epo calibrate published: published rows mapped to configurations (or refused with a reason),
+// predicted, and the error statistics; every input row stays in the report.
+#include <cmath>
+#include <string>
+
+#include "calibration/published.hpp"
+#include "calibration/published_fit.hpp"
+#include "catch.hpp"
+
+using namespace epo;
+using namespace epo::calib;
+
+namespace {
+const std::string kRows = std::string(EPO_EXAMPLE_DATA_DIR) + "/published_rows.jsonl";
+}
+
+TEST_CASE("published rows map to configurations or say why not", "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  const auto rows = load_published_runs(kRows, clusters);
+  REQUIRE(rows.size() == 5);
+  const PublishedRow& q = rows[0];
+  REQUIRE(q.config.has_value());
+  CHECK(q.model_preset == "qwen3-30b-a3b");
+  CHECK(q.cluster == "dgx-h100");
+  CHECK(q.config->hw.name == "h100-sxm");  // datasheet preset under --datasheet
+  CHECK(q.config->num_gpus == 16);
+  CHECK(q.config->par.ep == 16);
+  CHECK(q.config->opt.dispatcher == model::Dispatcher::flex);
+  CHECK(q.config->opt.flex_backend == model::FlexBackend::hybridep);
+  CHECK(q.config->opt.comm_sms == 16);
+  CHECK(q.config->opt.cuda_device_max_connections == 1);
+  CHECK(q.config->opt.precision == model::Precision::fp8);
+  CHECK(q.config->opt.cuda_graph_impl == model::CudaGraphImpl::transformer_engine);
+  CHECK(q.config->opt.cuda_graph_modules.size() == 3);
+  CHECK(q.config->opt.routing.kind == model::RoutingKind::balanced);
+  CHECK(q.published.tflops_per_gpu == 205);
+  CHECK(!rows[1].config.has_value());
+  CHECK(rows[1].unsupported.find("Mamba") != std::string::npos);
+  CHECK(!rows[2].config.has_value());
+  CHECK(rows[2].unsupported.find("not published") != std::string::npos);
+  REQUIRE(rows[3].config.has_value());
+  CHECK(rows[3].model_preset == "moonlight-16b-a3b");
+  CHECK(rows[3].config->par.sequence_parallel);  // Bridge turns it on with TP
+  CHECK(rows[4].published.fits == 0);
+}
+
+TEST_CASE("the report keeps every row and compares like with like", "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  const auto rows = load_published_runs(kRows, clusters);
+  Split split;
+  split.held_out_models = {"moonlight-16b-a3b"};
+  const PublishedReport rep = compare_published(rows, split, true);
+  REQUIRE(rep.rows.size() == rows.size());
+  CHECK(rep.unsupported == 2);
+  const ComparedRow& q = rep.rows[0];
+  CHECK(q.metric == "tflops_per_gpu");
+  CHECK(q.error_pct == Approx((q.predicted.tflops_per_gpu / 205.0 - 1) * 100));
+  CHECK(q.split == "fit");
+  CHECK(rep.rows[3].split == "held-out");
+  // The OOM row's only check is whether it fits.
+  CHECK(rep.memory_checked >= 1);
+  const auto j = to_json(rep);
+  REQUIRE(j["rows"].size() == rows.size());
+  CHECK(j["rows"][1]["predicted"].is_null());
+  CHECK(j["rows"][1]["unsupported"].is_string());
+  CHECK(j["rows"][0]["predicted"]["tflops_per_gpu"].is_number());
+  CHECK(j["summary"]["error_pct"].contains("held-out"));
+}
+
+TEST_CASE("error statistics: median and 90th percentile of |error|", "[published]") {
+  // |x| sorted: 1 2 3 4 10 -> median 3; p90 at position 3.6: 4 + 0.6 * 6 = 7.6; mean (1-2+3-4+10)/5
+  const ErrorStats s = error_stats({1, -2, 3, -4, 10, NAN});
+  CHECK(s.n == 5);
+  CHECK(s.median_abs_pct == Approx(3.0));
+  CHECK(s.p90_abs_pct == Approx(7.6));
+  CHECK(s.mean_signed_pct == Approx(1.6));
+}
+
+TEST_CASE("a cluster fit lowers the error on the rows it fits", "[published][fit]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  auto rows = load_published_runs(kRows, clusters);
+  const auto fits = fit_published(rows, Split{}, "2026-12-01", 1);
+  REQUIRE(fits.count("dgx-h100") == 1);
+  const ClusterFit& f = fits.at("dgx-h100");
+  CHECK(f.rows == 2);
+  CHECK(f.after_mean_abs_log < f.before_mean_abs_log);
+  CHECK(f.profile.calibrated);
+  CHECK(f.profile.name == "dgx-h100");
+  CHECK(f.profile.provenance.count("framework_op_host_us") == 1);
+}

@@ -1,0 +1,126 @@
+// Costs of a Megatron step beyond the MoE layer's kernels: tensor- and context-parallel
+// collectives, FP8 quantization, the optimizer step and what CUDA graphs take off the host.
+#include <string>
+
+#include "catch.hpp"
+#include "model/config_io.hpp"
+#include "model/cost.hpp"
+#include "model/prediction.hpp"
+
+using namespace epo;
+using namespace epo::model;
+
+namespace {
+
+Config qwen(int gpus, int tp, int cp, int ep, int mbs) {
+  Config c;
+  c.model_name = "qwen3-30b-a3b";
+  c.model = load_model_preset("qwen3-30b-a3b");
+  c.hardware_name = "h100-sxm";
+  c.hw = load_hardware_preset("h100-sxm");
+  c.num_gpus = gpus;
+  c.par.tp = tp;
+  c.par.cp = cp;
+  c.par.ep = ep;
+  c.par.sequence_parallel = tp > 1;
+  c.par.micro_batch_size = mbs;
+  c.par.global_batch_size = 64;
+  c.par.seq_length = 4096;
+  c.opt.routing.kind = RoutingKind::balanced;
+  c.derive_and_check();
+  return c;
+}
+
+const Component* part(const OpCost& op, const std::string& name) {
+  for (const auto& c : op.parts)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallelism costs an all-gather and a reduce-scatter per attention block",
+          "[cost][tp]") {
+  const StepCosts tp1 = compute_step_costs(qwen(8, 1, 1, 8, 1));
+  const StepCosts tp2 = compute_step_costs(qwen(8, 2, 1, 4, 1));
+  const OpCost& f1 = tp1.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  const OpCost& f2 = tp2.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  CHECK(part(f1, "tp.allgather") == nullptr);
+  const Component* ag = part(f2, "tp.allgather");
+  REQUIRE(ag != nullptr);
+  // T*h*2 bytes of the gathered input, (tp-1)/tp of it sent: 4096*2048*2/2
+  CHECK(ag->nvl_bytes == Approx(8388608.0));
+  CHECK(ag->duration_us > 0);
+  REQUIRE(part(f2, "tp.reduce_scatter") != nullptr);
+  // The backward runs the transposed pair.
+  const OpCost& b2 = tp2.moe_layer.get(OpKind::pre_dispatch, Direction::backward);
+  CHECK(part(b2, "tp.allgather") != nullptr);
+  // Without sequence parallelism one all-reduce moving twice the reduce-scatter's bytes.
+  Config no_sp = qwen(8, 2, 1, 4, 1);
+  no_sp.par.sequence_parallel = false;
+  const StepCosts ar = compute_step_costs(no_sp);
+  const Component* allreduce = part(ar.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "tp.allreduce");
+  REQUIRE(allreduce != nullptr);
+  CHECK(allreduce->nvl_bytes == Approx(2 * 8388608.0));
+}
+
+TEST_CASE("context parallelism adds the key/value ring that attention cannot cover",
+          "[cost][cp]") {
+  // Same FLOPs per GPU: CP2 with MBS 4 against CP1 with MBS 2 (each rank holds 8192 tokens).
+  const Prediction cp1 = predict(qwen(16, 1, 1, 16, 2), PredictMode::fast);
+  const Prediction cp2 = predict(qwen(16, 1, 2, 16, 4), PredictMode::fast);
+  const OpCost& f = cp2.costs.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  REQUIRE(part(f, "cp.kv_ring") != nullptr);
+  CHECK(part(f, "cp.kv_ring")->nvl_bytes > 0);
+  CHECK(part(cp1.costs.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "cp.kv_ring") == nullptr);
+  CHECK(cp2.step_time_us != Approx(cp1.step_time_us));
+}
+
+TEST_CASE("FP8 linear layers pay their input quantization", "[cost][fp8]") {
+  Config bf = qwen(8, 1, 1, 8, 1);
+  Config f8 = bf;
+  f8.opt.precision = Precision::fp8;
+  const StepCosts c_bf = compute_step_costs(bf), c_f8 = compute_step_costs(f8);
+  const Component* q_bf = part(c_bf.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.qkv");
+  const Component* q_f8 = part(c_f8.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.qkv");
+  REQUIRE(q_bf != nullptr);
+  REQUIRE(q_f8 != nullptr);
+  // The cast reads T x h BF16 and writes FP8 and its transpose: 4096*2048*4 bytes more.
+  CHECK(q_f8->hbm_bytes - q_bf->hbm_bytes == Approx(4096.0 * 2048 * 4));
+}
+
+TEST_CASE("the optimizer step is a pass over this GPU's shard", "[cost][optimizer]") {
+  const StepCosts small_dp = compute_step_costs(qwen(8, 1, 1, 8, 1));
+  const StepCosts large_dp = compute_step_costs(qwen(16, 1, 1, 8, 1));
+  CHECK(small_dp.optimizer_step_us > 0);
+  // Twice the data-parallel ranks: the dense shard halves, the expert shard halves (expert DP 2).
+  CHECK(large_dp.optimizer_step_us < small_dp.optimizer_step_us);
+  Config exec = qwen(8, 1, 1, 8, 1);
+  exec.decoder_only = true;  // what `epo run` executes has no optimizer
+  CHECK(compute_step_costs(exec).optimizer_step_us == 0);
+}
+
+TEST_CASE("CUDA graphs take the framework's host time off the graphed ops", "[cost][cudagraph]") {
+  Config eager = qwen(8, 1, 1, 8, 1);
+  eager.hw.framework_op_host_us = 400;
+  Config te = eager;
+  te.opt.cuda_graph_impl = CudaGraphImpl::transformer_engine;
+  te.opt.cuda_graph_modules = {"attn"};
+  Config full = eager;
+  full.opt.cuda_graph_impl = CudaGraphImpl::full_iteration;
+  auto host = [](const Config& c) {
+    return compute_step_costs(c).moe_layer.get(OpKind::pre_dispatch, Direction::forward).host_ns;
+  };
+  // Attention is half of the attention op's framework time: 400 us -> 200 us less on the host.
+  CHECK(host(eager) - host(te) == 200000);
+  CHECK(host(full) < host(te));
+  CHECK(predict(full, PredictMode::fast).step_time_us <= predict(eager, PredictMode::fast).step_time_us);
+}
+
+TEST_CASE("MFU is taken against the dense BF16 peak and stays below 1", "[predict][mfu]") {
+  Config f8 = qwen(8, 1, 1, 8, 1);
+  f8.opt.precision = Precision::fp8;
+  const Prediction p = predict(f8, PredictMode::fast);
+  CHECK(p.mfu == Approx(p.model_tflops_per_gpu / f8.hw.bf16_tflops));
+  CHECK(p.mfu < 1.0);
+}
