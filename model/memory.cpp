@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "model/cost_detail.hpp"
 #include "model/memory_detail.hpp"
@@ -212,6 +213,40 @@ SchedulePeak walk_schedule(const Config& cfg, const std::vector<ChunkActivation>
   return peak;
 }
 
+/// pipeline_placement of the last layout asked for on this thread (the planner tries many option
+/// sets of one layout in a row).
+const PipelinePlacement& cached_placement(const Config& cfg) {
+  struct Key {
+    std::string layout;
+    int pp = -1, vpp = -1, layers = -1, dense = -1, mtp = -1, first = -1, last = -1;
+    bool emb = false, loss = false;
+    bool operator==(const Key& o) const {
+      return layout == o.layout && pp == o.pp && vpp == o.vpp && layers == o.layers &&
+             dense == o.dense && mtp == o.mtp && first == o.first && last == o.last &&
+             emb == o.emb && loss == o.loss;
+    }
+  };
+  const Parallel& p = cfg.par;
+  const ModelSpec& m = cfg.model;
+  Key key{p.pipeline_layout,
+          p.pp,
+          p.vpp,
+          m.num_layers,
+          m.first_k_dense_layers,
+          m.mtp_num_layers,
+          p.first_stage_layers,
+          p.last_stage_layers,
+          p.account_for_embedding_in_pipeline_split,
+          p.account_for_loss_in_pipeline_split};
+  thread_local Key last_key;
+  thread_local PipelinePlacement last;
+  if (!(key == last_key)) {
+    last = pipeline_placement(cfg);
+    last_key = std::move(key);
+  }
+  return last;
+}
+
 double dispatcher_buffers(const Config& cfg) {
   const ModelSpec& m = cfg.model;
   const Options& o = cfg.opt;
@@ -247,7 +282,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;
   const Options& o = cfg.opt;
-  PipelinePlacement pl = pipeline_placement(cfg);
+  PipelinePlacement pl = cached_placement(cfg);
   if (cfg.decoder_only)  // what epo run executes: no embedding, head or loss
     for (VirtualStage& v : pl.stages) v.embedding = v.loss = false;
   const LayerActivation dense = detail::layer_activation(cfg, LayerKind::dense);
