@@ -164,6 +164,7 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   r.precision = str_field(j, "precision");
   r.status = str_field(j, "status");
   r.source_type = str_field(j, "source_type");
+  r.release = str_field(j, "release");
   r.published.tflops_per_gpu = num_field(j, "tflops_per_gpu");
   r.published.tokens_per_s_per_gpu = num_field(j, "tokens_per_s_per_gpu");
   r.published.step_time_s = num_field(j, "step_time_s");
@@ -314,6 +315,66 @@ ErrorStats error_stats(const std::vector<double>& signed_pct) {
   return s;
 }
 
+namespace {
+
+/// The settings an A/B pair may differ in, each as a printable value of the row's config.
+std::vector<std::pair<std::string, std::string>> settings_of(const model::Config& c) {
+  const auto& o = c.opt;
+  const auto& p = c.par;
+  std::string rc = model::to_string(o.recompute_granularity);
+  for (const auto& m : o.recompute_modules) rc += "," + m;
+  std::string graphs = model::to_string(o.cuda_graph_impl);
+  for (const auto& m : o.cuda_graph_modules) graphs += "," + m;
+  std::string disp = model::to_string(o.dispatcher);
+  if (o.dispatcher == model::Dispatcher::flex) disp += std::string("/") + model::to_string(o.flex_backend);
+  return {{"overlap", std::to_string(o.overlap_moe_expert_parallel_comm) + std::to_string(o.delay_wgrad_compute)},
+          {"dispatcher", disp},
+          {"recompute", rc},
+          {"cuda graphs", graphs},
+          {"micro-batch", std::to_string(p.micro_batch_size)},
+          {"global batch", std::to_string(p.global_batch_size)},
+          {"layout", std::to_string(p.tp) + "/" + std::to_string(p.pp) + "/" + std::to_string(p.vpp) +
+                         "/" + std::to_string(p.cp) + "/" + std::to_string(p.ep)}};
+}
+
+}  // namespace
+
+std::vector<AbPair> find_ab_pairs(const PublishedReport& rep) {
+  std::vector<AbPair> pairs;
+  for (size_t i = 0; i < rep.rows.size(); ++i) {
+    const ComparedRow& a = rep.rows[i];
+    if (!a.row->config || a.row->status != "current" || a.metric != "tflops_per_gpu") continue;
+    for (size_t k = i + 1; k < rep.rows.size(); ++k) {
+      const ComparedRow& b = rep.rows[k];
+      if (!b.row->config || b.row->status != "current" || b.metric != "tflops_per_gpu") continue;
+      const PublishedRow &ra = *a.row, &rb = *b.row;
+      const model::Config &ca = *ra.config, &cb = *rb.config;
+      if (ra.model_preset != rb.model_preset || ra.cluster != rb.cluster ||
+          ra.release != rb.release || ra.source_type != rb.source_type ||
+          ca.num_gpus != cb.num_gpus || ca.par.seq_length != cb.par.seq_length ||
+          ca.opt.precision != cb.opt.precision || lower(ra.precision) != lower(rb.precision))
+        continue;
+      const auto sa = settings_of(ca), sb = settings_of(cb);
+      int differ = 0;
+      std::string what;
+      for (size_t s = 0; s < sa.size(); ++s)
+        if (sa[s].second != sb[s].second) {
+          ++differ;
+          what = sa[s].first;
+        }
+      if (differ != 1) continue;
+      AbPair p;
+      p.a = static_cast<int>(i);
+      p.b = static_cast<int>(k);
+      p.setting = what;
+      p.published_change_pct = (rb.published.tflops_per_gpu / ra.published.tflops_per_gpu - 1) * 100;
+      p.predicted_change_pct = (b.predicted.tflops_per_gpu / a.predicted.tflops_per_gpu - 1) * 100;
+      pairs.push_back(p);
+    }
+  }
+  return pairs;
+}
+
 PublishedReport compare_published(const std::vector<PublishedRow>& rows, const Split& split,
                                   bool fast) {
   PublishedReport rep;
@@ -373,6 +434,7 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
     rep.rows.push_back(c);
   }
   for (const auto& [k, v] : groups) rep.by_group[k] = error_stats(v);
+  rep.pairs = find_ab_pairs(rep);
   return rep;
 }
 
@@ -429,6 +491,23 @@ std::string published_report_text(const PublishedReport& rep) {
                   s.median_abs_pct, s.p90_abs_pct, s.mean_signed_pct);
     os << line;
   }
+  if (!rep.pairs.empty()) {
+    os << "\n# A/B pairs (one setting differs; change of TFLOP/s/GPU, b against a)\n";
+    int right = 0, within5 = 0;
+    for (const auto& p : rep.pairs) {
+      const bool close = std::fabs(p.predicted_change_pct - p.published_change_pct) <= 5.0;
+      right += p.sign_right();
+      within5 += p.sign_right() && close;
+      std::snprintf(line, sizeof line, "  %-13s %+7.1f%% pub %+7.1f%% pred %-5s  %s -> %s\n",
+                    p.setting.c_str(), p.published_change_pct, p.predicted_change_pct,
+                    p.sign_right() ? (close ? "ok" : "sign") : "WRONG", rep.rows[p.a].row->id.c_str(),
+                    rep.rows[p.b].row->id.c_str());
+      os << line;
+    }
+    std::snprintf(line, sizeof line, "# %d pairs: sign right %d, sign right and within 5 points %d\n",
+                  static_cast<int>(rep.pairs.size()), right, within5);
+    os << line;
+  }
   std::snprintf(line, sizeof line, "\n# memory: %d of %d rows that publish fit/OOM agree; %d rows not modelled\n",
                 rep.memory_right, rep.memory_checked, rep.unsupported);
   os << line;
@@ -458,8 +537,17 @@ nlohmann::json to_json(const PublishedReport& rep) {
   for (const auto& [k, s] : rep.by_group)
     groups[k] = {{"n", s.n}, {"median_abs_pct", s.median_abs_pct}, {"p90_abs_pct", s.p90_abs_pct},
                  {"mean_signed_pct", s.mean_signed_pct}};
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& p : rep.pairs)
+    pairs.push_back({{"a", rep.rows[p.a].row->id},
+                     {"b", rep.rows[p.b].row->id},
+                     {"setting", p.setting},
+                     {"published_change_pct", p.published_change_pct},
+                     {"predicted_change_pct", p.predicted_change_pct},
+                     {"sign_right", p.sign_right()}});
   return {{"schema_version", 1},
           {"rows", rows},
+          {"ab_pairs", pairs},
           {"summary",
            {{"error_pct", groups},
             {"unsupported_rows", rep.unsupported},

@@ -25,7 +25,7 @@ struct RunFigures {
 };
 
 struct PublishedRow {
-  std::string id, model, system, precision, status, source_type;
+  std::string id, model, system, precision, status, source_type, release;
   std::string model_preset, cluster;  ///< EPO names the row maps to ("" where none)
   RunFigures published;
   std::optional<model::Config> config;  ///< set when the row can be modelled
@@ -67,8 +67,20 @@ struct ErrorStats {
   double median_abs_pct = 0, p90_abs_pct = 0, mean_signed_pct = 0;
 };
 
+/// Two runs of one release, model, cluster, GPU count, sequence and precision that differ in one
+/// setting (overlap, dispatcher, recompute, CUDA graphs, micro/global batch, layout).
+struct AbPair {
+  int a = -1, b = -1;             ///< indices into PublishedReport::rows
+  std::string setting;            ///< what differs
+  double published_change_pct = 0, predicted_change_pct = 0;  ///< TFLOP/s of b against a
+  bool sign_right() const {
+    return (published_change_pct >= 0) == (predicted_change_pct >= 0);
+  }
+};
+
 struct PublishedReport {
   std::vector<ComparedRow> rows;
+  std::vector<AbPair> pairs;
   std::map<std::string, ErrorStats> by_group;  ///< "all", "held-out", "fit", "cluster:<c>", ...
   int unsupported = 0;
   int memory_checked = 0, memory_right = 0;  ///< fits/OOM agreement on rows that say
@@ -84,6 +96,9 @@ struct Split {
 /// Predicts every supported row (current and superseded rows; superseded are reported apart).
 PublishedReport compare_published(const std::vector<PublishedRow>& rows, const Split& split,
                                   bool fast);
+
+/// The A/B pairs among the compared rows (current rows with a published TFLOP/s/GPU).
+std::vector<AbPair> find_ab_pairs(const PublishedReport& rep);
 
 /// Median and 90th percentile of |x| and the mean of x.
 ErrorStats error_stats(const std::vector<double>& signed_pct);
