@@ -12,6 +12,7 @@
 #include "calibration/published_mlm.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/memory.hpp"
 #include "model/prediction.hpp"
 #include "model/units.hpp"
 
@@ -259,6 +260,27 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   if (contains(lower(r.id), "forced-balance")) o.routing.kind = model::RoutingKind::balanced;
   if (os.contains("moe_shared_expert_overlap") && os["moe_shared_expert_overlap"].is_boolean())
     o.moe_shared_expert_overlap = os["moe_shared_expert_overlap"].get<bool>();
+  // What the Megatron-Bridge recipes set for memory: bf16 gradient buffers in the performance
+  // recipes; bf16 Adam moments in DeepSeek-V3's and Moonlight's.
+  if (r.source_type.rfind("megatron-bridge", 0) == 0) {
+    o.grad_reduce_in_fp32 = false;
+    if (r.model_preset == "deepseek-v3" || r.model_preset == "moonlight-16b-a3b")
+      o.adam_moments_bf16 = true;
+  }
+  // The recipe's pipeline layout ("Et*4|(t*4|)*14tmL (note)": the string before the note).
+  std::string layout = str_field(os, "pipeline_layout");
+  layout = layout.substr(0, layout.find(' '));
+  if (!layout.empty() && layout != "null") {
+    model::Config with_layout = c;
+    with_layout.par.pipeline_layout = layout;
+    try {
+      with_layout.derive_and_check();
+      (void)model::estimate_memory(with_layout, -1);  // places the layers: checks the layout
+      c = with_layout;
+    } catch (const Error&) {
+      r.assumptions.push_back("pipeline layout '" + layout + "' not accepted; even split");
+    }
+  }
   try {
     c.derive_and_check();
   } catch (const Error& e) {
@@ -393,7 +415,9 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
     c.predicted.tflops_per_gpu = pr.model_tflops_per_gpu;
     c.predicted.tokens_per_s_per_gpu = pr.tokens_per_s_per_gpu;
     c.predicted.step_time_s = pr.step_time_us * 1e-6;
-    c.predicted.peak_memory_gb = pr.memory.total_bytes / 1e9;
+    // Published peaks are PyTorch's max_memory_allocated: compare what the model says is
+    // allocated; whether it fits is decided on the total with the allocator's reserve.
+    c.predicted.peak_memory_gb = pr.memory.allocated_bytes / 1e9;
     c.predicted.fits = pr.memory.fits ? 1 : 0;
     const RunFigures& pub = r.published;
     if (std::isfinite(pub.tflops_per_gpu) && pub.tflops_per_gpu > 0) {

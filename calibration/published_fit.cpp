@@ -22,8 +22,6 @@ struct Param {
 };
 
 const Param kParams[] = {
-    {"gemm_efficiency", &model::HardwareProfile::gemm_efficiency, 0.55, 0.85,
-     "BF16 GEMM efficiency"},
     {"fp8_gemm_efficiency", &model::HardwareProfile::fp8_gemm_efficiency, 0.30, 0.85,
      "FP8 GEMM efficiency"},
     {"framework_op_host_us", &model::HardwareProfile::framework_op_host_us, 0.0, 1500.0,
