@@ -1,5 +1,5 @@
 // Per-cluster fit on published runs: coordinate descent with golden-section line searches over
-// four bounded parameters, minimising the mean |ln(predicted / published TFLOP/s)| of the rows
+// three bounded parameters, minimising the mean |ln(predicted / published TFLOP/s)| of the rows
 // fitted on. Rows are predicted with the fast path (within ~1 % of the simulation).
 #include "calibration/published_fit.hpp"
 
