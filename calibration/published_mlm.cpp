@@ -7,6 +7,8 @@
 #include <regex>
 
 #include "model/error.hpp"
+#include "model/memory.hpp"
+#include "model/pipeline_layout.hpp"
 
 namespace epo::calib {
 
@@ -55,7 +57,7 @@ std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> w;
   std::string cur;
   for (char c : s) {
-    if (c == ' ' || c == ',') {
+    if (c == ' ' || c == ',' || c == '[' || c == ']' || c == '"' || c == '\'') {
       if (!cur.empty()) w.push_back(cur);
       cur.clear();
     } else {
@@ -173,8 +175,23 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   p.vpp = a.integer("--num-virtual-stages-per-pipeline-rank", 1);
   if (a.has("--num-layers-per-virtual-pipeline-stage") && p.pp > 1)
     p.vpp = m.num_layers / p.pp / std::max(1, a.integer("--num-layers-per-virtual-pipeline-stage", 1));
-  if (a.has("--pipeline-model-parallel-layout"))
-    return reject("explicit pipeline layouts are not modelled yet");
+  if (a.has("--pipeline-model-parallel-layout")) {
+    // Shell-escaped in the test recipes ("Et*3\\|\\(tt\\|\\)*6tL"); Megatron reads the unescaped string
+    // and takes the virtual stages from it (stages / pp).
+    std::string layout;
+    for (char ch : a.str("--pipeline-model-parallel-layout"))
+      if (ch != '\\' && ch != '"' && ch != '\'') layout += ch;
+    p.pipeline_layout = layout;
+    try {
+      const auto stages = model::parse_pipeline_layout(layout);
+      if (p.pp > 0 && static_cast<int>(stages.size()) % p.pp == 0)
+        p.vpp = static_cast<int>(stages.size()) / p.pp;
+    } catch (const Error& e) {
+      return reject(std::string("pipeline layout not accepted: ") + e.what());
+    }
+  }
+  p.account_for_embedding_in_pipeline_split = a.flag("--account-for-embedding-in-pipeline-split");
+  p.account_for_loss_in_pipeline_split = a.flag("--account-for-loss-in-pipeline-split");
   p.cp = a.integer("--context-parallel-size", 1);
   p.ep = a.integer("--expert-model-parallel-size", 1);
   p.etp = a.integer("--expert-tensor-parallel-size", tp);
@@ -226,6 +243,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   }
   try {
     c.derive_and_check();
+    if (!p.pipeline_layout.empty()) (void)model::estimate_memory(c, -1);  // places the layers
   } catch (const Error& e) {
     return reject(std::string("layout not accepted: ") + e.what());
   }
