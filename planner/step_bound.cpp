@@ -146,7 +146,8 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
     drain += c0.compute_b - (delayed_wgrad ? c0.wgrad : 0.0) + c0.chain_gap_b;
   }
   if (!cfg.opt.overlap_grad_reduce) best += static_cast<double>(costs.dp_grad_reduce.duration_ns);
-  return kSlack * best / 1000.0;
+  // The optimizer step follows the step's last backward in every schedule (model::predict).
+  return kSlack * best / 1000.0 + costs.optimizer_step_us;
 }
 
 namespace detail {
