@@ -397,6 +397,46 @@ std::vector<AbPair> find_ab_pairs(const PublishedReport& rep) {
   return pairs;
 }
 
+std::vector<AbPair> load_ab_pairs(const std::string& path, const PublishedReport& rep,
+                                  int* unmatched) {
+  std::ifstream in(path);
+  EPO_REQUIRE_INPUT(in.good(), path, ": cannot open the pairs file");
+  std::map<std::string, int> by_id;
+  for (size_t i = 0; i < rep.rows.size(); ++i) by_id[rep.rows[i].row->id] = static_cast<int>(i);
+  std::vector<AbPair> pairs;
+  std::string line;
+  int n = 0;
+  *unmatched = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw EPO_INPUT_ERROR(path, ":", n, ": not a JSON object (", e.what(), ")");
+    }
+    const auto a = by_id.find(str_field(j, "a_id")), b = by_id.find(str_field(j, "b_id"));
+    const double ta = num_field(j, "a_iteration_time_s_median"),
+                 tb = num_field(j, "b_iteration_time_s_median");
+    if (a == by_id.end() || b == by_id.end() || !rep.rows[a->second].row->config ||
+        !rep.rows[b->second].row->config || !(ta > 0) || !(tb > 0)) {
+      ++*unmatched;
+      continue;
+    }
+    AbPair p;
+    p.a = a->second;
+    p.b = b->second;
+    p.setting = str_field(j, "pair_type");
+    // Step time of b against a, as a throughput change (a shorter step is a gain).
+    p.published_change_pct = (ta / tb - 1) * 100;
+    p.predicted_change_pct =
+        (rep.rows[p.a].predicted.step_time_s / rep.rows[p.b].predicted.step_time_s - 1) * 100;
+    pairs.push_back(p);
+  }
+  return pairs;
+}
+
 PublishedReport compare_published(const std::vector<PublishedRow>& rows, const Split& split,
                                   bool fast) {
   PublishedReport rep;
@@ -516,7 +556,7 @@ std::string published_report_text(const PublishedReport& rep) {
     os << line;
   }
   if (!rep.pairs.empty()) {
-    os << "\n# A/B pairs (one setting differs; change of TFLOP/s/GPU, b against a)\n";
+    os << "\n# A/B pairs (one setting differs; change of throughput, b against a)\n";
     int right = 0, within5 = 0;
     for (const auto& p : rep.pairs) {
       const bool close = std::fabs(p.predicted_change_pct - p.published_change_pct) <= 5.0;

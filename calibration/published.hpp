@@ -73,8 +73,13 @@ struct AbPair {
   int a = -1, b = -1;             ///< indices into PublishedReport::rows
   std::string setting;            ///< what differs
   double published_change_pct = 0, predicted_change_pct = 0;  ///< TFLOP/s of b against a
+  /// Same direction; a change under 0.5 % counts as none (a setting the model does not see
+  /// predicts no change, which is right only where the published change is as small).
   bool sign_right() const {
-    return (published_change_pct >= 0) == (predicted_change_pct >= 0);
+    const bool pub_none = published_change_pct > -0.5 && published_change_pct < 0.5;
+    const bool pred_none = predicted_change_pct > -0.5 && predicted_change_pct < 0.5;
+    if (pub_none || pred_none) return pub_none && pred_none;
+    return (published_change_pct > 0) == (predicted_change_pct > 0);
   }
 };
 
@@ -99,6 +104,13 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
 
 /// The A/B pairs among the compared rows (current rows with a published TFLOP/s/GPU).
 std::vector<AbPair> find_ab_pairs(const PublishedReport& rep);
+
+/// Published A/B pairs of a pairs file (JSON lines with "a_id", "b_id" naming rows of the report,
+/// "a_iteration_time_s_median", "b_iteration_time_s_median", "pair_type"): the published and
+/// predicted change of step time of b against a. Pairs naming rows the report cannot model are
+/// counted in `unmatched`.
+std::vector<AbPair> load_ab_pairs(const std::string& path, const PublishedReport& rep,
+                                  int* unmatched);
 
 /// Median and 90th percentile of |x| and the mean of x.
 ErrorStats error_stats(const std::vector<double>& signed_pct);

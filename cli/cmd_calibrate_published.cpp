@@ -20,6 +20,7 @@ struct PublishedArgs {
   std::vector<std::string> inputs;
   std::vector<std::string> profiles;  ///< cluster profiles replacing the presets, by name
   std::vector<std::string> hold_out;  ///< model presets held out of the fit
+  std::vector<std::string> pairs;     ///< published A/B pairs files
   std::string json, out_dir, date;
   bool fast = false, fit = false, datasheet = false;
 };
@@ -78,7 +79,14 @@ int run_published(const PublishedArgs& a) {
       for (const auto& [c, f] : fits)
         model::write_json_file(a.out_dir + "/" + c + ".json", model::to_json(f.profile));
   }
-  const calib::PublishedReport rep = calib::compare_published(rows, split, a.fast);
+  calib::PublishedReport rep = calib::compare_published(rows, split, a.fast);
+  for (const auto& f : a.pairs) {
+    int unmatched = 0;
+    const auto more = calib::load_ab_pairs(f, rep, &unmatched);
+    rep.pairs.insert(rep.pairs.end(), more.begin(), more.end());
+    std::printf("epo calibrate published: %zu pair(s) of %s compared; %d name rows not modelled\n",
+                more.size(), f.c_str(), unmatched);
+  }
   std::printf("epo calibrate published: %zu row(s) from %zu file(s); %d not modelled%s\n\n",
               rows.size(), a.inputs.size(), rep.unsupported, a.fast ? "; fast path" : "");
   std::fputs(calib::published_report_text(rep).c_str(), stdout);
@@ -99,6 +107,8 @@ void add_calibrate_published(CLI::App& cal, Runner& run) {
   p->add_option("--hold-out", args->hold_out,
                 "model presets held out of the fit: their rows are reported apart (repeatable)")
       ->delimiter(',');
+  p->add_option("--pairs", args->pairs,
+                "published A/B pairs (JSON lines with a_id, b_id and their iteration times)");
   p->add_option("--json", args->json, "also write {\"rows\": [...], \"summary\": {...}}");
   p->add_flag("--fast", args->fast, "steady-state fast path instead of the full simulation");
   p->add_flag("--fit", args->fit,
