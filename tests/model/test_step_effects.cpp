@@ -124,3 +124,16 @@ TEST_CASE("MFU is taken against the dense BF16 peak and stays below 1", "[predic
   CHECK(p.mfu == Approx(p.model_tflops_per_gpu / f8.hw.bf16_tflops));
   CHECK(p.mfu < 1.0);
 }
+
+TEST_CASE("the gradient reduction overlapped with the backward leaves only its tail exposed",
+          "[cost][dp]") {
+  Config overlapped = qwen(16, 1, 1, 8, 1);  // dense DP 16, expert DP 2
+  Config serial = overlapped;
+  serial.opt.overlap_grad_reduce = false;
+  const Prediction a = predict(overlapped, PredictMode::full);
+  const Prediction b = predict(serial, PredictMode::full);
+  CHECK(a.costs.dp_grad_reduce.duration_ns > 0);
+  // Without overlap the whole reduction follows the last backward.
+  CHECK(b.step_time_us > a.step_time_us);
+  CHECK(b.step_time_us - a.step_time_us <= a.costs.dp_grad_reduce.duration_ns / 1000.0 + 1.0);
+}
