@@ -353,6 +353,7 @@ std::vector<std::pair<std::string, std::string>> settings_of(const model::Config
           {"dispatcher", disp},
           {"recompute", rc},
           {"cuda graphs", graphs},
+          {"routing", model::to_string(o.routing.kind)},
           {"micro-batch", std::to_string(p.micro_batch_size)},
           {"global batch", std::to_string(p.global_batch_size)},
           {"layout", std::to_string(p.tp) + "/" + std::to_string(p.pp) + "/" + std::to_string(p.vpp) +
