@@ -33,7 +33,6 @@ struct ConfigFlags {
   bool account_for_embedding = false, account_for_loss = false;
   bool bf16_grads = false, bf16_adam_moments = false;
 
-
   // The options, so that build() can tell which flags were given.
   CLI::App* app = nullptr;
 };

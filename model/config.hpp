@@ -45,7 +45,6 @@ struct Parallel {
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
 
-
   /// Micro-batches per step on one data-parallel rank (gbs / (mbs * dp)).
   int num_microbatches() const {
     return static_cast<int>(global_batch_size / (static_cast<long long>(micro_batch_size) * dp));
@@ -93,7 +92,6 @@ struct Options {
   /// Precision-aware optimizer with bf16 Adam moments (exp_avg, exp_avg_sq); fp32 master weights
   /// stay. Memory only.
   bool adam_moments_bf16 = false;
-
 
   /// SMs the flex backend uses when comm_sms is 0 (DeepEP 20; HybridEP 24 inside one NVLink
   /// domain, 8 across domains).
