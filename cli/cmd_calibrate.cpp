@@ -23,6 +23,15 @@
 
 namespace epo::cli {
 
+std::string today_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
 namespace {
 
 struct BenchArgs {
@@ -51,14 +60,6 @@ std::string command_line() {
   return out;
 }
 
-std::string today_utc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
 
 int run_bench(const BenchArgs& a) {
   model::check_output_paths({a.out}, {});

@@ -1,7 +1,6 @@
 // epo calibrate published FILE.jsonl...: predicted against published Megatron runs, side by side,
 // with the error by cluster, by model and on the rows held out of a fit.
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/json_file.hpp"
 
 namespace epo::cli {
 
@@ -25,14 +25,6 @@ struct PublishedArgs {
   bool fast = false, fit = false, datasheet = false;
 };
 
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
 
 std::vector<calib::PublishedRow> load_all(const PublishedArgs& a, const calib::ClusterMap& clusters) {
   std::vector<calib::PublishedRow> rows;
@@ -48,6 +40,7 @@ int run_published(const PublishedArgs& a) {
                     "epo calibrate published: --fit starts from the datasheet presets; "
                     "--profile is for reporting a fitted profile");
   EPO_REQUIRE_INPUT(a.out_dir.empty() || a.fit, "epo calibrate published: --out-dir needs --fit");
+  model::check_output_paths({a.json}, a.inputs);  // before any work, never an input
   calib::ClusterMap clusters;
   clusters.datasheet_only = a.datasheet || a.fit;
   for (const auto& f : a.profiles) {
@@ -61,7 +54,7 @@ int run_published(const PublishedArgs& a) {
     // Before: the datasheet presets; then fit each cluster on the rows not held out, and
     // predict every row again with the fitted profiles.
     const calib::PublishedReport before = calib::compare_published(rows, split, true);
-    const auto fits = calib::fit_published(rows, split, a.date.empty() ? today() : a.date);
+    const auto fits = calib::fit_published(rows, split, a.date.empty() ? today_utc() : a.date);
     std::printf("epo calibrate published --fit: %zu cluster profile(s) fitted; held out: ",
                 fits.size());
     for (const auto& m : a.hold_out) std::printf("%s ", m.c_str());

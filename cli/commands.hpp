@@ -2,6 +2,7 @@
 // The `epo` subcommands. Each adds itself to the application and, when chosen on the command line,
 // sets `run` to its action; main() runs it and turns errors into exit codes.
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,9 @@ void add_validate(CLI::App& app, Runner& run);
 void add_plan(CLI::App& app, Runner& run);
 void add_run(CLI::App& app, Runner& run);
 void add_calibrate(CLI::App& app, Runner& run);
+/// Today's date (UTC, YYYY-MM-DD), for the provenance of fitted profiles.
+std::string today_utc();
+
 /// `epo calibrate published` (added by add_calibrate).
 void add_calibrate_published(CLI::App& calibrate, Runner& run);
 

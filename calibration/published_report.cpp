@@ -1,0 +1,313 @@
+// Predicted against published: error statistics, A/B pairs, the report as text and JSON.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "calibration/published.hpp"
+#include "calibration/published_detail.hpp"
+#include "model/config_io.hpp"
+#include "model/error.hpp"
+#include "model/prediction.hpp"
+
+namespace epo::calib {
+
+using namespace detail;
+
+ErrorStats error_stats(const std::vector<double>& signed_pct) {
+  ErrorStats s;
+  std::vector<double> a;
+  double sum = 0;
+  for (double x : signed_pct) {
+    if (!std::isfinite(x)) continue;
+    a.push_back(std::fabs(x));
+    sum += x;
+  }
+  s.n = static_cast<int>(a.size());
+  if (a.empty()) return s;
+  std::sort(a.begin(), a.end());
+  auto quantile = [&](double q) {
+    const double pos = q * (a.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(a.size() - 1, lo + 1);
+    return a[lo] + (a[hi] - a[lo]) * (pos - lo);
+  };
+  s.median_abs_pct = quantile(0.5);
+  s.p90_abs_pct = quantile(0.9);
+  s.mean_signed_pct = sum / a.size();
+  return s;
+}
+
+namespace {
+
+/// The settings an A/B pair may differ in, each as a printable value of the row's config.
+std::vector<std::pair<std::string, std::string>> settings_of(const model::Config& c) {
+  const auto& o = c.opt;
+  const auto& p = c.par;
+  std::string rc = model::to_string(o.recompute_granularity);
+  for (const auto& m : o.recompute_modules) rc += "," + m;
+  std::string graphs = model::to_string(o.cuda_graph_impl);
+  for (const auto& m : o.cuda_graph_modules) graphs += "," + m;
+  std::string disp = model::to_string(o.dispatcher);
+  if (o.dispatcher == model::Dispatcher::flex) disp += std::string("/") + model::to_string(o.flex_backend);
+  return {{"overlap", std::to_string(o.overlap_moe_expert_parallel_comm) + std::to_string(o.delay_wgrad_compute)},
+          {"dispatcher", disp},
+          {"recompute", rc},
+          {"cuda graphs", graphs},
+          {"routing", model::to_string(o.routing.kind)},
+          {"micro-batch", std::to_string(p.micro_batch_size)},
+          {"global batch", std::to_string(p.global_batch_size)},
+          {"layout", std::to_string(p.tp) + "/" + std::to_string(p.pp) + "/" + std::to_string(p.vpp) +
+                         "/" + std::to_string(p.cp) + "/" + std::to_string(p.ep)}};
+}
+
+}  // namespace
+
+std::vector<AbPair> find_ab_pairs(const PublishedReport& rep) {
+  std::vector<AbPair> pairs;
+  for (size_t i = 0; i < rep.rows.size(); ++i) {
+    const ComparedRow& a = rep.rows[i];
+    if (!a.row->config || a.row->status != "current" || a.metric != "tflops_per_gpu") continue;
+    for (size_t k = i + 1; k < rep.rows.size(); ++k) {
+      const ComparedRow& b = rep.rows[k];
+      if (!b.row->config || b.row->status != "current" || b.metric != "tflops_per_gpu") continue;
+      const PublishedRow &ra = *a.row, &rb = *b.row;
+      const model::Config &ca = *ra.config, &cb = *rb.config;
+      if (ra.model_preset != rb.model_preset || ra.cluster != rb.cluster ||
+          ra.release != rb.release || ra.source_type != rb.source_type ||
+          ca.num_gpus != cb.num_gpus || ca.par.seq_length != cb.par.seq_length ||
+          ca.opt.precision != cb.opt.precision || lower(ra.precision) != lower(rb.precision))
+        continue;
+      const auto sa = settings_of(ca), sb = settings_of(cb);
+      int differ = 0;
+      std::string what;
+      for (size_t s = 0; s < sa.size(); ++s)
+        if (sa[s].second != sb[s].second) {
+          ++differ;
+          what = sa[s].first;
+        }
+      if (differ != 1) continue;
+      AbPair p;
+      p.a = static_cast<int>(i);
+      p.b = static_cast<int>(k);
+      p.setting = what;
+      p.published_change_pct = (rb.published.tflops_per_gpu / ra.published.tflops_per_gpu - 1) * 100;
+      p.predicted_change_pct = (b.predicted.tflops_per_gpu / a.predicted.tflops_per_gpu - 1) * 100;
+      pairs.push_back(p);
+    }
+  }
+  return pairs;
+}
+
+std::vector<AbPair> load_ab_pairs(const std::string& path, const PublishedReport& rep,
+                                  int* unmatched) {
+  std::map<std::string, int> by_id;
+  for (size_t i = 0; i < rep.rows.size(); ++i) by_id[rep.rows[i].row->id] = static_cast<int>(i);
+  std::vector<AbPair> pairs;
+  *unmatched = 0;
+  for_each_json_line(path, [&](const nlohmann::json& j, int) {
+    const auto a = by_id.find(str_field(j, "a_id")), b = by_id.find(str_field(j, "b_id"));
+    const double ta = num_field(j, "a_iteration_time_s_median"),
+                 tb = num_field(j, "b_iteration_time_s_median");
+    if (a == by_id.end() || b == by_id.end() || !rep.rows[a->second].row->config ||
+        !rep.rows[b->second].row->config || !(ta > 0) || !(tb > 0)) {
+      ++*unmatched;
+      return;
+    }
+    AbPair p;
+    p.a = a->second;
+    p.b = b->second;
+    p.setting = str_field(j, "pair_type");
+    // Step time of b against a, as a throughput change (a shorter step is a gain).
+    p.published_change_pct = (ta / tb - 1) * 100;
+    p.predicted_change_pct =
+        (rep.rows[p.a].predicted.step_time_s / rep.rows[p.b].predicted.step_time_s - 1) * 100;
+    pairs.push_back(p);
+  });
+  return pairs;
+}
+
+PublishedReport compare_published(const std::vector<PublishedRow>& rows, const Split& split,
+                                  bool fast) {
+  PublishedReport rep;
+  std::map<std::string, std::vector<double>> groups;
+  for (const auto& r : rows) {
+    ComparedRow c;
+    c.row = &r;
+    if (!r.config) {
+      ++rep.unsupported;
+      rep.rows.push_back(c);
+      continue;
+    }
+    const model::Config& cfg = *r.config;
+    const model::Prediction pr =
+        model::predict(cfg, fast ? model::PredictMode::fast : model::PredictMode::full);
+    c.predicted.tflops_per_gpu = pr.model_tflops_per_gpu;
+    c.predicted.tokens_per_s_per_gpu = pr.tokens_per_s_per_gpu;
+    c.predicted.step_time_s = pr.step_time_us * 1e-6;
+    // Published peaks are PyTorch's max_memory_allocated: compare what the model says is
+    // allocated; whether it fits is decided on the total with the allocator's reserve.
+    c.predicted.peak_memory_gb = pr.memory.allocated_bytes / 1e9;
+    c.predicted.fits = pr.memory.fits ? 1 : 0;
+    const RunFigures& pub = r.published;
+    if (std::isfinite(pub.tflops_per_gpu) && pub.tflops_per_gpu > 0) {
+      c.metric = "tflops_per_gpu";
+      c.error_pct = (c.predicted.tflops_per_gpu / pub.tflops_per_gpu - 1) * 100;
+    } else if (std::isfinite(pub.tokens_per_s_per_gpu) && pub.tokens_per_s_per_gpu > 0) {
+      c.metric = "tokens_per_s_per_gpu";
+      c.error_pct = (c.predicted.tokens_per_s_per_gpu / pub.tokens_per_s_per_gpu - 1) * 100;
+    } else if (std::isfinite(pub.step_time_s) && pub.step_time_s > 0) {
+      c.metric = "step_time_s";
+      c.error_pct = (c.predicted.step_time_s / pub.step_time_s - 1) * 100;
+    }
+    if (pub.fits >= 0) {
+      ++rep.memory_checked;
+      if (pub.fits == c.predicted.fits) ++rep.memory_right;
+    }
+    // Only rows a fit can use (current, a published TFLOP/s/GPU, a model not held out) count as
+    // "fit"; Megatron-LM CI rows (step time only) are reported as their own group.
+    if (split.active()) {
+      const bool fittable = r.status == "current" && c.metric == "tflops_per_gpu";
+      c.split = r.source_type == "megatron-lm-ci"        ? "ci"
+                : split.held_out(r) || !fittable ? "held-out"
+                                                         : "fit";
+    }
+    if (std::isfinite(c.error_pct) && r.status != "failed-OOM") {
+      const bool current = r.status != "superseded";
+      const std::string status = current ? "" : "superseded:";
+      groups[status + "all"].push_back(c.error_pct);
+      if (current) {
+        groups["cluster:" + r.cluster].push_back(c.error_pct);
+        groups["model:" + r.model_preset].push_back(c.error_pct);
+        if (!c.split.empty()) {
+          groups[c.split].push_back(c.error_pct);
+          groups[c.split + ":cluster:" + r.cluster].push_back(c.error_pct);
+        }
+      }
+    }
+    rep.rows.push_back(c);
+  }
+  for (const auto& [k, v] : groups) rep.by_group[k] = error_stats(v);
+  rep.pairs = find_ab_pairs(rep);
+  return rep;
+}
+
+namespace {
+
+std::string fmt(double v, const char* f = "%.1f") {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+nlohmann::json figures_json(const RunFigures& f) {
+  return {{"tflops_per_gpu", num_or_null(f.tflops_per_gpu)},
+          {"tokens_per_s_per_gpu", num_or_null(f.tokens_per_s_per_gpu)},
+          {"step_time_s", num_or_null(f.step_time_s)},
+          {"peak_memory_gb", num_or_null(f.peak_memory_gb)},
+          {"fits", f.fits < 0 ? nlohmann::json() : nlohmann::json(f.fits == 1)}};
+}
+
+}  // namespace
+
+std::string published_report_text(const PublishedReport& rep) {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-66s %-12s %5s %8s %8s %7s %7s %7s %4s %s\n", "# id", "cluster",
+                "gpus", "pub_tf", "pred_tf", "err_%", "pub_GB", "pred_GB", "fit", "split");
+  os << line;
+  for (const auto& c : rep.rows) {
+    const PublishedRow& r = *c.row;
+    if (!r.config) continue;
+    const std::string pub = c.metric == "tflops_per_gpu" ? fmt(r.published.tflops_per_gpu)
+                            : c.metric.empty()          ? "-"
+                                                        : fmt(NAN);
+    std::snprintf(line, sizeof line, "%-66.66s %-12s %5d %8s %8s %7s %7s %7s %4s %s%s\n",
+                  r.id.c_str(), r.cluster.c_str(), r.config->num_gpus, pub.c_str(),
+                  fmt(c.predicted.tflops_per_gpu).c_str(), fmt(c.error_pct, "%+.1f").c_str(),
+                  fmt(r.published.peak_memory_gb).c_str(), fmt(c.predicted.peak_memory_gb).c_str(),
+                  c.predicted.fits ? "yes" : "NO", c.split.c_str(),
+                  r.status == "current" || r.status.empty() ? "" : (" [" + r.status + "]").c_str());
+    os << line;
+  }
+  os << "\n# rows not modelled\n";
+  for (const auto& c : rep.rows)
+    if (!c.row->config) os << "  " << c.row->id << ": " << c.row->unsupported << "\n";
+  os << "\n# error of TFLOP/s/GPU (else tokens/s/GPU, else step time), current rows\n";
+  std::snprintf(line, sizeof line, "%-34s %4s %10s %8s %10s\n", "# group", "n", "median|%|",
+                "p90|%|", "mean_%");
+  os << line;
+  for (const auto& [k, s] : rep.by_group) {
+    std::snprintf(line, sizeof line, "%-34s %4d %10.1f %8.1f %+10.1f\n", k.c_str(), s.n,
+                  s.median_abs_pct, s.p90_abs_pct, s.mean_signed_pct);
+    os << line;
+  }
+  if (!rep.pairs.empty()) {
+    os << "\n# A/B pairs (one setting differs; change of throughput, b against a)\n";
+    int right = 0, within5 = 0;
+    for (const auto& p : rep.pairs) {
+      const bool close = std::fabs(p.predicted_change_pct - p.published_change_pct) <= 5.0;
+      right += p.sign_right();
+      within5 += p.sign_right() && close;
+      std::snprintf(line, sizeof line, "  %-13s %+7.1f%% pub %+7.1f%% pred %-5s  %s -> %s\n",
+                    p.setting.c_str(), p.published_change_pct, p.predicted_change_pct,
+                    p.sign_right() ? (close ? "ok" : "sign") : "WRONG", rep.rows[p.a].row->id.c_str(),
+                    rep.rows[p.b].row->id.c_str());
+      os << line;
+    }
+    std::snprintf(line, sizeof line, "# %d pairs: sign right %d, sign right and within 5 points %d\n",
+                  static_cast<int>(rep.pairs.size()), right, within5);
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "\n# memory: %d of %d rows that publish fit/OOM agree; %d rows not modelled\n",
+                rep.memory_right, rep.memory_checked, rep.unsupported);
+  os << line;
+  return os.str();
+}
+
+nlohmann::json to_json(const PublishedReport& rep) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& c : rep.rows) {
+    const PublishedRow& r = *c.row;
+    nlohmann::json o = {{"id", r.id},
+                        {"model", r.model},
+                        {"system", r.system},
+                        {"status", r.status},
+                        {"model_preset", r.model_preset.empty() ? nlohmann::json() : nlohmann::json(r.model_preset)},
+                        {"cluster", r.cluster.empty() ? nlohmann::json() : nlohmann::json(r.cluster)},
+                        {"published", figures_json(r.published)},
+                        {"predicted", r.config ? figures_json(c.predicted) : nlohmann::json()},
+                        {"error_pct", num_or_null(c.error_pct)},
+                        {"error_metric", c.metric.empty() ? nlohmann::json() : nlohmann::json(c.metric)},
+                        {"split", c.split.empty() ? nlohmann::json() : nlohmann::json(c.split)},
+                        {"assumptions", r.assumptions},
+                        {"unsupported", r.config ? nlohmann::json() : nlohmann::json(r.unsupported)}};
+    rows.push_back(o);
+  }
+  nlohmann::json groups = nlohmann::json::object();
+  for (const auto& [k, s] : rep.by_group)
+    groups[k] = {{"n", s.n}, {"median_abs_pct", s.median_abs_pct}, {"p90_abs_pct", s.p90_abs_pct},
+                 {"mean_signed_pct", s.mean_signed_pct}};
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& p : rep.pairs)
+    pairs.push_back({{"a", rep.rows[p.a].row->id},
+                     {"b", rep.rows[p.b].row->id},
+                     {"setting", p.setting},
+                     {"published_change_pct", p.published_change_pct},
+                     {"predicted_change_pct", p.predicted_change_pct},
+                     {"sign_right", p.sign_right()}});
+  return {{"schema_version", 1},
+          {"rows", rows},
+          {"ab_pairs", pairs},
+          {"summary",
+           {{"error_pct", groups},
+            {"unsupported_rows", rep.unsupported},
+            {"memory_rows_checked", rep.memory_checked},
+            {"memory_rows_agree", rep.memory_right}}}};
+}
+
+}  // namespace epo::calib
