@@ -17,6 +17,13 @@ inline std::string fmt(const char* format, double a, double b = 0, double c = 0,
   return buf;
 }
 
+/// A fraction as a percentage with two decimals ("1.23%").
+inline std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f%%", x * 100);
+  return b;
+}
+
 inline Fit make_fit(const char* name, const char* formula, const char* unit,
                     const HardwareProfile& hw, std::initializer_list<const char*> fields) {
   Fit f;

@@ -83,12 +83,6 @@ std::vector<double> predict_points(const HardwareProfile& hw, const std::vector<
   return out;
 }
 
-std::string pct(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f%%", x * 100);
-  return b;
-}
-
 }  // namespace
 
 Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs,
@@ -353,7 +347,7 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
       if (ff.accepted()) {
         os << "fit " << f.name << " (" << f.source
            << (f.name.rfind("ops.", 0) == 0 ? "" : ", " + from) << "): rel RMS "
-           << pct(f.quality.rel_rms) << ", " << f.quality.num_points << " points, " << date;
+           << detail::pct(f.quality.rel_rms) << ", " << f.quality.num_points << " points, " << date;
         prov[ff.name] = os.str();
         set_by_fit.insert(ff.name);
       } else if (!set_by_fit.count(ff.name)) {
@@ -375,38 +369,6 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   }
   pf.profile = hw;
   return pf;
-}
-
-std::string fit_report_text(const ProfileFit& pf) {
-  std::ostringstream os;
-  int accepted = 0, refused = 0;
-  for (const auto& f : pf.fits) {
-    os << "fit " << f.name << ": " << f.model << "\n";
-    os << "  points: " << f.source << "\n";
-    for (const auto& ff : f.fields) {
-      char buf[256];
-      if (ff.accepted()) {
-        std::snprintf(buf, sizeof buf, "  %-24s %12.6g -> %-12.6g fitted\n", ff.name.c_str(),
-                      ff.base, ff.value);
-        ++accepted;
-      } else {
-        std::snprintf(buf, sizeof buf, "  %-24s %12.6g    REFUSED, base kept: ", ff.name.c_str(),
-                      ff.base);
-        ++refused;
-      }
-      os << buf;
-      if (!ff.accepted()) os << ff.refusal << "\n";
-    }
-    if (!f.fitted.empty() && f.fitted.size() == f.measured.size()) {
-      os << "  quality: rel RMS " << pct(f.quality.rel_rms) << ", max |rel error| "
-         << pct(f.quality.max_rel_error) << ", " << f.quality.num_points << " points\n";
-      os << residual_plot(f.labels, f.measured, f.fitted, f.unit);
-    }
-    os << "\n";
-  }
-  os << "summary: " << accepted << " parameter(s) fitted, " << refused
-     << " refused (base value kept)\n";
-  return os.str();
 }
 
 }  // namespace epo::calib

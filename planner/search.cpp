@@ -384,29 +384,4 @@ SearchResult search(const SearchSpec& spec) {
   return res;
 }
 
-std::string infeasible_advice(const SearchResult& r, const SearchSpec& spec) {
-  std::ostringstream os;
-  if (r.generated == 0) {
-    os << "no parallel layout fits " << spec.base.num_gpus << " GPUs with this model, sequence "
-       << "length and global batch size; relax: choose a GPU count the model's layers, heads and "
-       << "experts divide, or a global batch size that is a multiple of the data-parallel size";
-    return os.str();
-  }
-  if (r.rejected.empty()) return "";
-  const auto& [reason, count] = r.rejected.front();
-  os << "no feasible plan: " << count << " of " << r.generated << " candidates were eliminated by "
-     << reason;
-  if (reason == "memory") {
-    os << " (the plan does not fit in " << spec.base.hw.hbm_bytes / (1024.0 * 1024 * 1024)
-       << " GiB per GPU); relax: more GPUs, a shorter sequence, a smaller global batch, "
-       << "or hardware with more memory";
-  } else if (reason.rfind("model: ", 0) != 0) {
-    const Rule& rule = find_rule(reason);
-    os << " (" << rule.source << "); relax: " << rule.fix(spec.base, spec.ctx);
-  }
-  for (size_t i = 1; i < r.rejected.size() && i < 4; ++i)
-    os << "\n  then " << r.rejected[i].first << ": " << r.rejected[i].second;
-  return os.str();
-}
-
 }  // namespace epo::planner
