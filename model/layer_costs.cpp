@@ -151,7 +151,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
                               : 2.0 * m.num_query_groups * m.head_dim / std::min<double>(tp, m.num_query_groups);
     const double steps = b.p_.cp - 1.0;
     Component c = b.nvl_collective("cp.kv_ring", T * kv_dim * 2 * b.p_.cp, b.p_.cp);
-    const Component attn = b.core_attention("attn.core", 1.0);
+    const Component& attn = pd_f[2];  // the core attention inserted above
     if (b.mode_ != Builder::TimeMode::host)
       c.duration_us = std::max(steps * b.hw_.nvlink_latency_us, c.duration_us - attn.duration_us * steps / b.p_.cp);
     cp_ring = c;
