@@ -20,7 +20,11 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-bool given(const ConfigFlags& f, const char* name) {
+bool given(const ConfigFlags& f, const char* name) { return flag_given(f, name); }
+
+}  // namespace
+
+bool flag_given(const ConfigFlags& f, const char* name) {
   try {
     return f.app && f.app->get_option(name)->count() > 0;
   } catch (const CLI::OptionNotFound&) {
@@ -28,7 +32,13 @@ bool given(const ConfigFlags& f, const char* name) {
   }
 }
 
-}  // namespace
+bool file_sets_option(const ConfigFlags& f, const char* key) {
+  if (f.config_file.empty()) return false;
+  const nlohmann::json j = model::read_json_file(f.config_file);
+  const nlohmann::json& c = j.contains("config") && j.contains("kind") ? j["config"] : j;
+  return c.is_object() && c.contains("options") && c["options"].is_object() &&
+         c["options"].contains(key);
+}
 
 void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   f.app = &sub;
@@ -62,7 +72,14 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--cuda-graph-impl", f.cuda_graph_impl, "none|local|transformer_engine|full_iteration");
   sub.add_option("--cuda-graph-modules", f.cuda_graph_modules, "comma list: attn,mlp,moe,moe_router,moe_preprocess");
   sub.add_option("--cdmc", f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS (1..32)");
-  sub.add_option("--precision", f.precision, "bf16|fp8");
+  sub.add_option("--precision", f.precision, "bf16|fp8 (FP8 GEMMs on bf16/fp16 parameters)");
+  sub.add_option("--params-dtype", f.params_dtype, "model parameters: bf16|fp16|fp32");
+  sub.add_option("--attention-dropout", f.attention_dropout, "attention_dropout (0..1)");
+  sub.add_option("--hidden-dropout", f.hidden_dropout, "hidden_dropout (0..1)");
+  sub.add_flag("--overlap-dispatch-backward-wgrad", f.overlap_dispatch_wgrad,
+               "overlap_dispatch_backward_with_experts_wgrad (core_v0.18+)");
+  sub.add_option("--deepep-num-sms", f.deepep_num_sms, "moe_deepep_num_sms (0 = unset)");
+  sub.add_option("--hybridep-num-sms", f.hybridep_num_sms, "moe_hybridep_num_sms (0 = unset)");
   sub.add_option("--routing", f.routing, "balanced|uniform|skewed");
   sub.add_option("--expert-gemm", f.expert_gemm,
                  "expert GEMM path of epo run (and what the model counts): auto (one grouped "
@@ -153,6 +170,19 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--cuda-graph-modules")) o.cuda_graph_modules = split_list(f.cuda_graph_modules);
   if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
+  if (use("--params-dtype")) o.params_dtype = parse_params_dtype(f.params_dtype, "--params-dtype");
+  if (use("--attention-dropout")) o.attention_dropout = f.attention_dropout;
+  if (use("--hidden-dropout")) o.hidden_dropout = f.hidden_dropout;
+  EPO_REQUIRE_INPUT(o.attention_dropout >= 0.0 && o.attention_dropout <= 1.0 &&
+                        o.hidden_dropout >= 0.0 && o.hidden_dropout <= 1.0,
+                    "--attention-dropout / --hidden-dropout: out of range (allowed: 0..1)");
+  if (use("--overlap-dispatch-backward-wgrad"))
+    o.overlap_dispatch_backward_with_experts_wgrad = f.overlap_dispatch_wgrad;
+  if (use("--deepep-num-sms")) o.deepep_num_sms = f.deepep_num_sms;
+  if (use("--hybridep-num-sms")) o.hybridep_num_sms = f.hybridep_num_sms;
+  EPO_REQUIRE_INPUT(o.deepep_num_sms >= 0 && o.deepep_num_sms <= 1024 && o.hybridep_num_sms >= 0 &&
+                        o.hybridep_num_sms <= 1024,
+                    "--deepep-num-sms / --hybridep-num-sms: out of range (allowed: 0..1024)");
   if (use("--routing")) o.routing.kind = parse_routing(f.routing, "--routing");
   if (use("--expert-gemm")) o.expert_gemm = parse_expert_gemm(f.expert_gemm, "--expert-gemm");
   if (use("--skew")) o.routing.skew = f.skew;

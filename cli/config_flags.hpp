@@ -32,6 +32,10 @@ struct ConfigFlags {
   int first_stage_layers = 0, last_stage_layers = 0;
   bool account_for_embedding = false, account_for_loss = false;
   bool bf16_grads = false, bf16_adam_moments = false;
+  std::string params_dtype = "bf16";
+  double attention_dropout = 0.0, hidden_dropout = 0.0;
+  bool overlap_dispatch_wgrad = false;
+  int deepep_num_sms = 0, hybridep_num_sms = 0;
 
   // The options, so that build() can tell which flags were given.
   CLI::App* app = nullptr;
@@ -39,6 +43,10 @@ struct ConfigFlags {
 
 /// Adds the configuration flags to a subcommand.
 void add_config_flags(CLI::App& sub, ConfigFlags& f);
+/// Whether the flag was given on the command line.
+bool flag_given(const ConfigFlags& f, const char* name);
+/// Whether the configuration file (or plan file) names options.<key>.
+bool file_sets_option(const ConfigFlags& f, const char* key);
 /// Builds the configuration: --config file (if any), overridden by the flags given, --profile
 /// replacing the hardware; then derive_and_check(). Throws input errors.
 model::Config build_config(const ConfigFlags& f);

@@ -48,7 +48,9 @@ planner::ValidationContext build_context(const ContextFlags& f, const ConfigFlag
   x.fp8_dispatch = f.fp8_dispatch;
   x.megatron_fsdp = f.megatron_fsdp;
   x.partial_activation_checkpoints = f.partial_ckpt;
-  x.flex_backend_given = config.app && config.app->get_option("--flex-backend")->count() > 0;
+  // Given on the command line or named in the configuration file: the same rule either way.
+  x.flex_backend_given =
+      flag_given(config, "--flex-backend") || file_sets_option(config, "flex_backend");
   return x;
 }
 

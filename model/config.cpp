@@ -21,6 +21,7 @@ E parse_enum(const std::string& s, const std::string& where, const char* const (
 constexpr const char* kDispatchers[] = {"allgather", "alltoall", "flex"};
 constexpr const char* kBackends[] = {"deepep", "hybridep"};
 constexpr const char* kPrecisions[] = {"bf16", "fp8"};
+constexpr const char* kParamsDtypes[] = {"bf16", "fp16", "fp32"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
 constexpr const char* kRouting[] = {"balanced", "uniform", "skewed"};
@@ -31,6 +32,7 @@ constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams
 const char* to_string(Dispatcher d) { return kDispatchers[static_cast<int>(d)]; }
 const char* to_string(FlexBackend b) { return kBackends[static_cast<int>(b)]; }
 const char* to_string(Precision p) { return kPrecisions[static_cast<int>(p)]; }
+const char* to_string(ParamsDtype d) { return kParamsDtypes[static_cast<int>(d)]; }
 const char* to_string(RecomputeGranularity g) { return kRecompute[static_cast<int>(g)]; }
 const char* to_string(CudaGraphImpl i) { return kGraphImpls[static_cast<int>(i)]; }
 const char* to_string(RoutingKind k) { return kRouting[static_cast<int>(k)]; }
@@ -44,6 +46,9 @@ FlexBackend parse_flex_backend(const std::string& s, const std::string& w) {
 }
 Precision parse_precision(const std::string& s, const std::string& w) {
   return parse_enum<Precision>(s, w, kPrecisions);
+}
+ParamsDtype parse_params_dtype(const std::string& s, const std::string& w) {
+  return parse_enum<ParamsDtype>(s, w, kParamsDtypes);
 }
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& w) {
   return parse_enum<RecomputeGranularity>(s, w, kRecompute);
@@ -61,6 +66,8 @@ ExpertGemm parse_expert_gemm(const std::string& s, const std::string& w) {
 int Options::effective_comm_sms(bool single_nvlink_domain) const {
   if (comm_sms > 0) return comm_sms;
   if (dispatcher != Dispatcher::flex) return 0;
+  const int per_backend = flex_backend == FlexBackend::deepep ? deepep_num_sms : hybridep_num_sms;
+  if (per_backend > 0) return per_backend;
   if (flex_backend == FlexBackend::deepep) return 20;
   return single_nvlink_domain ? 24 : 8;
 }

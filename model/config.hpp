@@ -12,6 +12,9 @@ namespace epo::model {
 enum class Dispatcher { allgather, alltoall, flex };
 enum class FlexBackend { deepep, hybridep };
 enum class Precision { bf16, fp8 };
+/// Dtype of the model parameters (Megatron's bf16 / fp16 flags; fp32 = neither). FP8 runs on top
+/// of bf16 or fp16 parameters.
+enum class ParamsDtype { bf16, fp16, fp32 };
 enum class RecomputeGranularity { none, selective, full };
 enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
 /// How tokens are routed: force-balanced (every expert the same load), uniform random scores,
@@ -79,6 +82,15 @@ struct Options {
   std::vector<std::string> cuda_graph_modules;  ///< attn, mlp, moe, moe_router, moe_preprocess
   int cuda_device_max_connections = 32;
   Precision precision = Precision::bf16;
+  ParamsDtype params_dtype = ParamsDtype::bf16;
+  double attention_dropout = 0.0;  ///< Megatron's default is 0.1; MoE recipes set 0
+  double hidden_dropout = 0.0;     ///< likewise
+  /// Megatron-Core 0.18+: overlap the dispatch backward with the experts' wgrad (excludes EP overlap).
+  bool overlap_dispatch_backward_with_experts_wgrad = false;
+  /// Per-backend SM counts (moe_deepep_num_sms / moe_hybridep_num_sms; deprecated on main in
+  /// favour of comm_sms = moe_flex_dispatcher_num_sms); 0 = unset.
+  int deepep_num_sms = 0;
+  int hybridep_num_sms = 0;
   Routing routing;
   ExpertGemm expert_gemm = ExpertGemm::automatic;  ///< executor's expert GEMM path
   double capacity_factor = 0.0;                 ///< 0 = dropless
@@ -131,6 +143,7 @@ struct Config {
 const char* to_string(Dispatcher d);
 const char* to_string(FlexBackend b);
 const char* to_string(Precision p);
+const char* to_string(ParamsDtype d);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(CudaGraphImpl i);
 const char* to_string(RoutingKind k);
@@ -140,6 +153,7 @@ const char* to_string(ExpertGemm g);
 Dispatcher parse_dispatcher(const std::string& s, const std::string& where);
 FlexBackend parse_flex_backend(const std::string& s, const std::string& where);
 Precision parse_precision(const std::string& s, const std::string& where);
+ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 RoutingKind parse_routing(const std::string& s, const std::string& where);

@@ -179,6 +179,15 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.cuda_device_max_connections = o.get_int(
         "cuda_device_max_connections", 32, limits::kMaxConnections.min, limits::kMaxConnections.max);
     op.precision = parse_precision(o.get_string("precision", "bf16"), w("precision"));
+    op.params_dtype = parse_params_dtype(o.get_string("params_dtype", "bf16"), w("params_dtype"));
+    op.attention_dropout = o.get_double("attention_dropout", 0.0, 0.0, 1.0);
+    op.hidden_dropout = o.get_double("hidden_dropout", 0.0, 0.0, 1.0);
+    op.overlap_dispatch_backward_with_experts_wgrad =
+        o.get_bool("overlap_dispatch_backward_with_experts_wgrad", false);
+    op.deepep_num_sms =
+        o.get_int("deepep_num_sms", 0, limits::kCommSms.min, limits::kCommSms.max);
+    op.hybridep_num_sms =
+        o.get_int("hybridep_num_sms", 0, limits::kCommSms.min, limits::kCommSms.max);
     op.expert_gemm = parse_expert_gemm(o.get_string("expert_gemm", "auto"), w("expert_gemm"));
     if (o.has("routing")) {
       auto rr = o.object("routing");
@@ -231,7 +240,6 @@ nlohmann::json to_json(const Config& c) {
   const Options& o = c.opt;
   j["options"] = {
       {"dispatcher", to_string(o.dispatcher)},
-      {"flex_backend", to_string(o.flex_backend)},
       {"overlap_moe_expert_parallel_comm", o.overlap_moe_expert_parallel_comm},
       {"delay_wgrad_compute", o.delay_wgrad_compute},
       {"ep_overlap_early_attn_memory_release", o.ep_overlap_early_attn_memory_release},
@@ -247,6 +255,13 @@ nlohmann::json to_json(const Config& c) {
       {"cuda_graph_modules", o.cuda_graph_modules},
       {"cuda_device_max_connections", o.cuda_device_max_connections},
       {"precision", to_string(o.precision)},
+      {"params_dtype", to_string(o.params_dtype)},
+      {"attention_dropout", o.attention_dropout},
+      {"hidden_dropout", o.hidden_dropout},
+      {"overlap_dispatch_backward_with_experts_wgrad",
+       o.overlap_dispatch_backward_with_experts_wgrad},
+      {"deepep_num_sms", o.deepep_num_sms},
+      {"hybridep_num_sms", o.hybridep_num_sms},
       {"expert_gemm", to_string(o.expert_gemm)},
       {"routing",
        {{"kind", to_string(o.routing.kind)}, {"skew", o.routing.skew}, {"seed", o.routing.seed}}},
@@ -257,6 +272,9 @@ nlohmann::json to_json(const Config& c) {
       {"gradient_accumulation_fusion", o.gradient_accumulation_fusion},
       {"grad_reduce_in_fp32", o.grad_reduce_in_fp32},
       {"adam_moments_bf16", o.adam_moments_bf16}};
+  // The backend only where it means something (flex) or was changed: a file that names it sets it.
+  if (o.dispatcher == Dispatcher::flex || o.flex_backend != FlexBackend::deepep)
+    j["options"]["flex_backend"] = to_string(o.flex_backend);
   return j;
 }
 
