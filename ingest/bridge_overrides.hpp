@@ -1,0 +1,21 @@
+#pragma once
+// Megatron-Bridge overrides in Hydra's form, as a recipe's launch command or a file gives them:
+// `section.key=value`, `+section.key=value` (add a key), `~section.key` (delete it: the default),
+// `mixed_precision=<recipe>`. Several may share a line; `#` starts a comment; words without '='
+// (the command, its flags) are skipped.
+#include <string>
+
+#include "ingest/mlm_table.hpp"
+#include "model/config.hpp"
+
+namespace epo::ingest {
+
+/// Applies the overrides onto `base` (a recipe's or EPO's configuration; what they do not name
+/// keeps base's value). model.*, train.*, ddp.*, comm_overlap.*, optimizer.* and mixed_precision.*
+/// keys are Megatron's field names and go through the Megatron-LM argument table;
+/// dataset.seq_length / dataset.sequence_length set the sequence length. Unknown keys are listed
+/// in the report, never fatal; a malformed value is an input error naming the line and key.
+model::Config config_from_bridge_overrides(const model::Config& base, const std::string& text,
+                                           const std::string& source, ReadReport& report);
+
+}  // namespace epo::ingest

@@ -1,0 +1,203 @@
+// Applying Megatron-LM arguments through the table: Megatron's defaults for what is not named, then
+// the settings that depend on several arguments (query groups, FFN widths, vocabulary, layer
+// pattern, dispatcher backend, CUDA-graph scope, GPUs).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ingest/layer_pattern.hpp"
+#include "ingest/mlm_table_detail.hpp"
+#include "model/error.hpp"
+#include "model/pipeline_layout.hpp"
+
+namespace epo::ingest {
+
+namespace detail {
+const std::set<std::string>& known_megatron_names();
+}  // namespace detail
+
+namespace {
+
+using detail::TableState;
+
+const std::map<std::string, const detail::Row*>& rows_by_dest() {
+  static const auto m = [] {
+    std::map<std::string, const detail::Row*> r;
+    for (const auto& row : detail::table_rows()) r[row.dest] = &row;
+    return r;
+  }();
+  return m;
+}
+
+/// Megatron-LM's defaults for every option and layout field the table sets.
+void megatron_defaults(model::Config& c) {
+  model::Options o;
+  o.dispatcher = model::Dispatcher::allgather;
+  o.moe_permute_fusion = false;
+  o.moe_grouped_gemm = false;
+  o.distributed_optimizer = false;
+  o.overlap_grad_reduce = false;
+  o.cuda_device_max_connections = c.opt.cuda_device_max_connections;  // environment, not arguments
+  o.routing = c.opt.routing;
+  o.expert_gemm = c.opt.expert_gemm;
+  c.opt = o;
+  model::Parallel p;
+  p.seq_length = c.par.seq_length;
+  c.par = p;
+}
+
+/// A transformer as Megatron-LM builds it when only the named fields are given.
+model::ModelSpec megatron_model() {
+  model::ModelSpec m;
+  m.name = "megatron-args";
+  m.gated_linear_unit = false;
+  m.router_topk = 2;
+  m.mla = {0, 512, 128, 64, 128};
+  return m;
+}
+
+void finish_model(TableState& s, bool from_args, const std::map<std::string, Value>& given) {
+  auto& m = s.c.model;
+  auto has = [&](const char* k) { return given.count(k) > 0; };
+  if (from_args || has("group_query_attention") || has("num_query_groups"))
+    m.num_query_groups = s.gqa ? std::max(1, s.query_groups) : m.num_attention_heads;
+  if (s.kv_channels > 0) m.head_dim = s.kv_channels;
+  else if (from_args && m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
+  if (s.ffn > 0) m.ffn_hidden_size = s.ffn;
+  else if (from_args)  // Megatron: 4h, or two thirds of it rounded down to 64 with SwiGLU
+    m.ffn_hidden_size = m.gated_linear_unit ? 4 * m.hidden_size * 2 / 3 / 64 * 64 : 4 * m.hidden_size;
+  if (s.moe_ffn > 0) m.moe_ffn_hidden_size = s.moe_ffn;
+  else if (from_args) m.moe_ffn_hidden_size = m.ffn_hidden_size;
+  if (s.vocab_divisible > 0) m.make_vocab_size_divisible_by = s.vocab_divisible;
+  if (s.vocab > 0) {
+    m.vocab_size = s.vocab;
+  } else if (s.padded_vocab > 0) {
+    m.vocab_size = s.padded_vocab;
+  } else if (from_args || has("tokenizer_type")) {
+    const std::string& t = s.tokenizer;
+    int v = 0;
+    if (s.vocab_file && (t.empty() || t == "GPT2BPETokenizer")) v = 50257;
+    else if (t == "Llama2Tokenizer") v = 32000;
+    else if (t == "TikTokenizer") v = 131072;
+    if (v == 0 && from_args) {
+      v = 32000;
+      s.report->warnings.push_back("vocabulary not in the arguments (tokenizer '" + t +
+                                   "'): 32000 assumed; give --vocab-size to set it");
+    }
+    if (v > 0) m.vocab_size = v;
+  }
+  if (m.num_experts > 0 && !s.layer_freq.empty()) {
+    const std::vector<int> pat =
+        moe_layer_pattern(s.layer_freq, m.num_layers, given.at("moe_layer_freq").where());
+    const int lead = static_cast<int>(std::find(pat.begin(), pat.end(), 1) - pat.begin());
+    const int dense = static_cast<int>(std::count(pat.begin(), pat.end(), 0));
+    if (dense != lead)
+      s.report->warnings.push_back("moe_layer_freq '" + s.layer_freq + "': " + std::to_string(dense) +
+                                   " dense layers modelled as the first ones (EPO places dense layers first)");
+    m.first_k_dense_layers = dense;
+  } else if (from_args) {
+    m.first_k_dense_layers = 0;
+  }
+  if (m.num_experts == 0) m.first_k_dense_layers = 0;
+}
+
+void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {
+  auto& p = s.c.par;
+  auto& o = s.c.opt;
+  if (s.etp > 0) p.etp = s.etp;
+  else if (unset == Unset::megatron_defaults) p.etp = p.tp;  // expert TP defaults to TP
+  if (s.layers_per_virtual_stage > 0 && p.pp > 1)
+    p.vpp = std::max(1, s.c.model.num_layers / p.pp / s.layers_per_virtual_stage);
+  if (!p.pipeline_layout.empty()) {
+    const auto stages = model::parse_pipeline_layout(p.pipeline_layout);
+    if (p.pp > 0 && static_cast<int>(stages.size()) % p.pp == 0)
+      p.vpp = static_cast<int>(stages.size()) / p.pp;
+  }
+  if (s.enable_deepep) {
+    o.dispatcher = model::Dispatcher::flex;
+    o.flex_backend = model::FlexBackend::deepep;
+  } else if (!s.flex_backend.empty()) {
+    o.flex_backend = model::parse_flex_backend(s.flex_backend, given.at("moe_flex_dispatcher_backend").where());
+  }
+  const int backend_sms = o.flex_backend == model::FlexBackend::deepep ? s.deepep_sms : s.hybridep_sms;
+  const int sms = s.flex_sms >= 0 ? s.flex_sms : backend_sms;
+  if (o.dispatcher != model::Dispatcher::flex) o.comm_sms = 0;
+  else if (sms >= 0) o.comm_sms = sms;
+  if (!s.graph_scope.empty()) {
+    const Value scope(s.graph_scope, "cuda_graph_scope");
+    const auto w = scope.words();
+    if (std::find(w.begin(), w.end(), "full_iteration") != w.end()) {
+      o.cuda_graph_impl = model::CudaGraphImpl::full_iteration;
+      o.cuda_graph_modules.clear();
+    } else if (w.size() == 1 && w[0] == "full") {
+      o.cuda_graph_modules.clear();  // whole layers (before the per-module scopes)
+    } else {
+      o.cuda_graph_modules = w;
+    }
+  }
+  if (unset == Unset::megatron_defaults || s.precision_aware) o.adam_moments_bf16 = s.precision_aware && s.bf16_moments;
+  if (unset == Unset::megatron_defaults && o.precision != model::Precision::fp8 && !s.saw_bf16)
+    s.report->warnings.push_back(s.saw_fp16 ? "fp16 training modelled as bf16"
+                                            : "neither --bf16 nor --fp16: Megatron-LM trains in "
+                                              "fp32, EPO models bf16");
+  const long long model_parallel = static_cast<long long>(p.tp) * p.pp * p.cp;
+  if (s.world_size > 0) s.c.num_gpus = s.world_size;
+  else if (s.data_parallel > 0) s.c.num_gpus = static_cast<int>(s.data_parallel * model_parallel);
+  else if (unset == Unset::megatron_defaults)
+    s.report->warnings.push_back("the number of GPUs is not in the arguments: " +
+                                 std::to_string(s.c.num_gpus) + " taken from --gpus");
+  if (p.global_batch_size == 0 && model_parallel > 0)  // Megatron: one micro-batch per DP rank
+    p.global_batch_size = static_cast<int>(p.micro_batch_size * (s.c.num_gpus / model_parallel));
+}
+
+}  // namespace
+
+std::string dest_of_flag(const std::string& flag) {
+  std::string d = flag.substr(flag.find_first_not_of('-') == std::string::npos ? flag.size()
+                                                                               : flag.find_first_not_of('-'));
+  std::replace(d.begin(), d.end(), '-', '_');
+  return d;
+}
+
+bool is_table_argument(const std::string& dest) { return rows_by_dest().count(dest) > 0; }
+
+bool is_known_megatron_argument(const std::string& dest) {
+  const auto& names = detail::known_megatron_names();
+  if (names.count(dest)) return true;
+  return dest.rfind("no_", 0) == 0 && names.count(dest.substr(3)) > 0;
+}
+
+model::Config apply_megatron_args(const model::Config& base, const std::vector<ArgValue>& args,
+                                  Unset unset, ReadReport& report) {
+  std::map<std::string, Value> given;  // the last value of each argument wins, as in argparse
+  std::set<std::string> listed;
+  for (const auto& a : args) {
+    const bool table = is_table_argument(a.name);
+    if (table) given.insert_or_assign(a.name, Value(a.value, a.where));
+    if (!listed.insert(a.name).second) continue;
+    if (table) report.read.push_back(a.name);
+    else if (is_known_megatron_argument(a.name)) report.ignored.push_back(a.name);
+    else report.unknown.push_back(a.name);
+  }
+  auto non_none = [&](const char* k) { return given.count(k) && !given.at(k).is_none(); };
+  const bool from_args = non_none("num_layers") && non_none("hidden_size") && non_none("num_attention_heads");
+  TableState s;
+  s.c = base;
+  s.report = &report;
+  if (unset == Unset::megatron_defaults) megatron_defaults(s.c);
+  if (from_args) {
+    s.c.model = megatron_model();
+    s.c.model_name = s.c.model.name;
+  }
+  s.gqa = s.c.model.num_query_groups > 0 && s.c.model.num_query_groups != s.c.model.num_attention_heads;
+  s.query_groups = s.c.model.num_query_groups;
+  for (const auto& row : detail::table_rows()) {
+    const auto it = given.find(row.dest);
+    if (it != given.end()) row.apply(s, it->second);
+  }
+  finish_model(s, from_args, given);
+  finish_layout(s, unset, given);
+  return s.c;
+}
+
+}  // namespace epo::ingest

@@ -1,0 +1,181 @@
+// The Megatron-LM argument table: one row per argument that changes the configuration.
+#include "ingest/mlm_table_detail.hpp"
+
+#include "model/error.hpp"
+
+namespace epo::ingest::detail {
+
+namespace {
+
+using model::CudaGraphImpl;
+using model::Dispatcher;
+using model::RecomputeGranularity;
+using S = TableState;
+using V = Value;
+
+int to_int(const V& v, long long if_none = 0) { return static_cast<int>(v.integer(if_none)); }
+
+void dispatcher(S& s, const V& v) {
+  const std::string t = v.text();
+  if (t.empty()) return;
+  // alltoall_seq (core_v0.9-0.12) is the all-to-all dispatcher with sequence-parallel ordering.
+  s.c.opt.dispatcher = model::parse_dispatcher(t == "alltoall_seq" ? "alltoall" : t, v.where());
+}
+
+void recompute(S& s, const V& v) {
+  s.c.opt.recompute_granularity =
+      v.is_none() ? RecomputeGranularity::none : model::parse_recompute(v.text(), v.where());
+}
+
+void graph_impl(S& s, const V& v) {
+  s.c.opt.cuda_graph_impl =
+      v.is_none() ? CudaGraphImpl::none : model::parse_cuda_graph_impl(v.text(), v.where());
+}
+
+void fp8(S& s, const V& v) {
+  const std::string t = v.text();
+  if (t.empty()) {
+    s.c.opt.precision = model::Precision::bf16;
+    return;
+  }
+  EPO_REQUIRE_INPUT(t == "e4m3" || t == "hybrid" || t == "e5m2", v.where(), ": '", v.raw(),
+                    "' is not an FP8 format (allowed: e4m3, hybrid)");
+  s.c.opt.precision = model::Precision::fp8;
+}
+
+void layout(S& s, const V& v) {
+  std::string l;
+  for (char ch : v.text())
+    if (ch != '\\' && ch != '"' && ch != '\'') l += ch;  // shell escapes in launch scripts
+  s.c.par.pipeline_layout = l;
+}
+
+void score_function(S& s, const V& v) {
+  const std::string t = v.text();
+  EPO_REQUIRE_INPUT(t.empty() || t == "softmax" || t == "sigmoid", v.where(), ": '", v.raw(),
+                    "' is not a router score function (allowed: softmax, sigmoid)");
+  s.c.model.score_function =
+      t == "sigmoid" ? model::ScoreFunction::sigmoid : model::ScoreFunction::softmax;
+}
+
+void exp_avg_dtype(S& s, const V& v) {
+  const std::string t = v.text();
+  if (t == "bf16" || t == "torch.bfloat16") s.bf16_moments = true;
+}
+
+}  // namespace
+
+// Megatron-LM's dest names (megatron/training/arguments.py and, from core_v0.17, the config
+// dataclasses its arguments are generated from). Bridge names the same fields the same way.
+const std::vector<Row>& table_rows() {
+  static const std::vector<Row> rows = {
+      // Architecture.
+      {"num_layers", [](S& s, const V& v) { s.c.model.num_layers = to_int(v); }},
+      {"hidden_size", [](S& s, const V& v) { s.c.model.hidden_size = to_int(v); }},
+      {"num_attention_heads", [](S& s, const V& v) { s.c.model.num_attention_heads = to_int(v); }},
+      {"group_query_attention", [](S& s, const V& v) { s.gqa = v.boolean(); }},
+      {"num_query_groups", [](S& s, const V& v) { s.query_groups = to_int(v); }},
+      {"kv_channels", [](S& s, const V& v) { s.kv_channels = to_int(v); }},
+      {"ffn_hidden_size", [](S& s, const V& v) { s.ffn = to_int(v); }},
+      {"multi_latent_attention", [](S& s, const V& v) {
+         s.c.model.attention = v.boolean() ? model::AttentionKind::mla : model::AttentionKind::gqa;
+       }},
+      {"q_lora_rank", [](S& s, const V& v) { s.c.model.mla.q_lora_rank = to_int(v); }},
+      {"kv_lora_rank", [](S& s, const V& v) { s.c.model.mla.kv_lora_rank = to_int(v, 512); }},
+      {"qk_head_dim", [](S& s, const V& v) { s.c.model.mla.qk_nope_head_dim = to_int(v, 128); }},
+      {"qk_pos_emb_head_dim", [](S& s, const V& v) { s.c.model.mla.qk_rope_head_dim = to_int(v, 64); }},
+      {"v_head_dim", [](S& s, const V& v) { s.c.model.mla.v_head_dim = to_int(v, 128); }},
+      {"num_experts", [](S& s, const V& v) { s.c.model.num_experts = to_int(v); }},
+      {"moe_router_topk", [](S& s, const V& v) { s.c.model.router_topk = to_int(v, 2); }},
+      {"moe_ffn_hidden_size", [](S& s, const V& v) { s.moe_ffn = to_int(v); }},
+      {"moe_shared_expert_intermediate_size",
+       [](S& s, const V& v) { s.c.model.shared_expert_ffn_hidden_size = to_int(v); }},
+      {"moe_router_num_groups", [](S& s, const V& v) { s.c.model.router_num_groups = to_int(v); }},
+      {"moe_router_group_topk", [](S& s, const V& v) { s.c.model.router_group_topk = to_int(v); }},
+      {"moe_layer_freq", [](S& s, const V& v) { s.layer_freq = v.text(); }},
+      {"mtp_num_layers", [](S& s, const V& v) { s.c.model.mtp_num_layers = to_int(v); }},
+      {"swiglu", [](S& s, const V& v) { s.c.model.gated_linear_unit = v.boolean(); }},
+      {"moe_router_score_function", score_function},
+      {"vocab_size", [](S& s, const V& v) { s.vocab = to_int(v); }},
+      {"padded_vocab_size", [](S& s, const V& v) { s.padded_vocab = to_int(v); }},
+      {"make_vocab_size_divisible_by", [](S& s, const V& v) { s.vocab_divisible = to_int(v, 128); }},
+      {"tokenizer_type", [](S& s, const V& v) { s.tokenizer = v.text(); }},
+      {"vocab_file", [](S& s, const V& v) { s.vocab_file = !v.is_none(); }},
+      // Layout and batch.
+      {"world_size", [](S& s, const V& v) { s.world_size = to_int(v); }},
+      {"data_parallel_size", [](S& s, const V& v) { s.data_parallel = to_int(v); }},
+      {"tensor_model_parallel_size", [](S& s, const V& v) { s.c.par.tp = to_int(v, 1); }},
+      {"pipeline_model_parallel_size", [](S& s, const V& v) { s.c.par.pp = to_int(v, 1); }},
+      {"virtual_pipeline_model_parallel_size", [](S& s, const V& v) { s.c.par.vpp = to_int(v, 1); }},
+      {"num_virtual_stages_per_pipeline_rank", [](S& s, const V& v) { s.c.par.vpp = to_int(v, 1); }},
+      {"num_layers_per_virtual_pipeline_stage",
+       [](S& s, const V& v) { s.layers_per_virtual_stage = to_int(v); }},
+      {"pipeline_model_parallel_layout", layout},
+      {"decoder_first_pipeline_num_layers", [](S& s, const V& v) { s.c.par.first_stage_layers = to_int(v); }},
+      {"decoder_last_pipeline_num_layers", [](S& s, const V& v) { s.c.par.last_stage_layers = to_int(v); }},
+      {"account_for_embedding_in_pipeline_split",
+       [](S& s, const V& v) { s.c.par.account_for_embedding_in_pipeline_split = v.boolean(); }},
+      {"account_for_loss_in_pipeline_split",
+       [](S& s, const V& v) { s.c.par.account_for_loss_in_pipeline_split = v.boolean(); }},
+      {"context_parallel_size", [](S& s, const V& v) { s.c.par.cp = to_int(v, 1); }},
+      {"expert_model_parallel_size", [](S& s, const V& v) { s.c.par.ep = to_int(v, 1); }},
+      {"expert_tensor_parallel_size", [](S& s, const V& v) { s.etp = to_int(v); }},
+      {"sequence_parallel", [](S& s, const V& v) { s.c.par.sequence_parallel = v.boolean(); }},
+      {"micro_batch_size", [](S& s, const V& v) { s.c.par.micro_batch_size = to_int(v, 1); }},
+      {"global_batch_size", [](S& s, const V& v) { s.c.par.global_batch_size = to_int(v); }},
+      {"seq_length", [](S& s, const V& v) { s.c.par.seq_length = to_int(v, s.c.par.seq_length); }},
+      // MoE dispatch and overlap.
+      {"moe_token_dispatcher_type", dispatcher},
+      {"moe_enable_deepep", [](S& s, const V& v) { s.enable_deepep = v.boolean(); }},
+      {"moe_flex_dispatcher_backend", [](S& s, const V& v) { s.flex_backend = v.text(); }},
+      {"moe_deepep_num_sms", [](S& s, const V& v) { s.deepep_sms = to_int(v, -1); }},
+      {"moe_hybridep_num_sms", [](S& s, const V& v) { s.hybridep_sms = to_int(v, -1); }},
+      {"moe_flex_dispatcher_num_sms", [](S& s, const V& v) { s.flex_sms = to_int(v, -1); }},
+      {"overlap_moe_expert_parallel_comm",
+       [](S& s, const V& v) { s.c.opt.overlap_moe_expert_parallel_comm = v.boolean(); }},
+      {"delay_wgrad_compute", [](S& s, const V& v) { s.c.opt.delay_wgrad_compute = v.boolean(); }},
+      {"ep_overlap_early_attn_memory_release",
+       [](S& s, const V& v) { s.c.opt.ep_overlap_early_attn_memory_release = v.boolean(); }},
+      {"high_priority_a2a_comm_stream",
+       [](S& s, const V& v) { s.c.opt.high_priority_a2a_comm_stream = v.boolean(); }},
+      {"moe_permute_fusion", [](S& s, const V& v) { s.c.opt.moe_permute_fusion = v.boolean(); }},
+      {"moe_shared_expert_overlap", [](S& s, const V& v) { s.c.opt.moe_shared_expert_overlap = v.boolean(); }},
+      {"moe_grouped_gemm", [](S& s, const V& v) { s.c.opt.moe_grouped_gemm = v.boolean(); }},
+      {"moe_expert_capacity_factor", [](S& s, const V& v) { s.c.opt.capacity_factor = v.number(0.0); }},
+      {"moe_router_force_load_balancing", [](S& s, const V& v) {
+         if (v.boolean()) s.c.opt.routing.kind = model::RoutingKind::balanced;
+       }},
+      // Recomputation and CUDA graphs.
+      {"recompute_granularity", recompute},
+      {"recompute_method", [](S& s, const V& v) { s.c.opt.recompute_method = v.text(); }},
+      {"recompute_num_layers", [](S& s, const V& v) { s.c.opt.recompute_num_layers = to_int(v); }},
+      {"recompute_modules", [](S& s, const V& v) { s.c.opt.recompute_modules = v.words(); }},
+      {"cuda_graph_impl", graph_impl},
+      {"enable_cuda_graph", [](S& s, const V& v) {
+         if (v.boolean()) s.c.opt.cuda_graph_impl = CudaGraphImpl::local;
+       }},
+      {"external_cuda_graph", [](S& s, const V& v) {
+         if (v.boolean()) s.c.opt.cuda_graph_impl = CudaGraphImpl::transformer_engine;
+       }},
+      {"cuda_graph_scope", [](S& s, const V& v) { s.graph_scope = v.raw(); }},
+      {"cuda_graph_modules", [](S& s, const V& v) { s.graph_scope = v.raw(); }},
+      // Precision, optimizer and gradients.
+      {"bf16", [](S& s, const V& v) { s.saw_bf16 = v.boolean(); }},
+      {"fp16", [](S& s, const V& v) { s.saw_fp16 = v.boolean(); }},
+      {"fp8", fp8},
+      {"fp8_format", fp8},
+      {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
+      {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},
+      {"gradient_accumulation_fusion",
+       [](S& s, const V& v) { s.c.opt.gradient_accumulation_fusion = v.boolean(); }},
+      {"accumulate_allreduce_grads_in_fp32",
+       [](S& s, const V& v) { s.c.opt.grad_reduce_in_fp32 = v.boolean(); }},
+      {"grad_reduce_in_fp32", [](S& s, const V& v) { s.c.opt.grad_reduce_in_fp32 = v.boolean(); }},
+      {"use_precision_aware_optimizer", [](S& s, const V& v) { s.precision_aware = v.boolean(); }},
+      {"exp_avg_dtype", exp_avg_dtype},
+      {"exp_avg_sq_dtype", exp_avg_dtype},
+  };
+  return rows;
+}
+
+}  // namespace epo::ingest::detail

@@ -1,0 +1,90 @@
+// Megatron-LM command lines: the emitted arguments read back into the same configuration for every
+// preset, launch-script forms, unknown and ignored flags, malformed values.
+#include "catch.hpp"
+#include "ingest/mlm_args.hpp"
+#include "ingest/layer_pattern.hpp"
+#include "ingest_test_util.hpp"
+#include "model/error.hpp"
+#include "planner/emit.hpp"
+
+using namespace epo;
+using namespace epo::ingest;
+
+namespace {
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+TEST_CASE("emit_mlm and the model arguments read back the same configuration, every preset") {
+  for (const auto& name : test::preset_model_names()) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const model::Config c = test::sample_config(name, variant);
+      planner::ValidationContext ctx;
+      ctx.megatron = planner::MegatronVersion::main;
+      ctx.frontend = planner::Frontend::mlm;
+      const std::string text = emit_mlm_model_args(c.model) + planner::emit_mlm(c, ctx);
+      INFO(name << " variant " << variant << "\n" << text);
+      ReadReport r;
+      model::Config back = config_from_mlm_args(test::blank_base(c), text, "emitted", r);
+      back.derive_and_check();
+      test::check_same_model(c.model, back.model);
+      test::check_same_settings(c, back);
+      CHECK(r.unknown.empty());
+    }
+  }
+}
+
+TEST_CASE("a launch script: torchrun prefix, continuations, --flag=value, --no-*, comments") {
+  const std::string script =
+      "#!/bin/bash\n"
+      "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+      "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py \\\n"
+      "  --num-layers=4 --hidden-size 256 \\\n"
+      "  --num-attention-heads 4   # heads\n"
+      "  --seq-length 1024 --micro-batch-size 2 --bf16 \\\n"
+      "  --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 128 --expert-model-parallel-size 4 \\\n"
+      "  --moe-token-dispatcher-type alltoall --no-gradient-accumulation-fusion \\\n"
+      "  --lr 3e-4 --my-fork-flag 7 --moe-layer-freq '([0]*1+[1]*3)' \\\n"
+      "  --recompute-modules core_attn moe_act --data-path $DATA\n";
+  model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  const model::Config c = config_from_mlm_args(base, script, "run.sh", r);
+  CHECK(c.num_gpus == 16);  // 8 per node x 2 nodes
+  CHECK(c.model.num_layers == 4);
+  CHECK(c.model.hidden_size == 256);
+  CHECK(c.model.first_k_dense_layers == 1);
+  CHECK(c.model.ffn_hidden_size == 4 * 256);  // Megatron's default without --swiglu
+  CHECK(c.par.seq_length == 1024);
+  CHECK(c.par.global_batch_size == 2 * 16);   // one micro-batch per data-parallel rank
+  CHECK(c.opt.dispatcher == model::Dispatcher::alltoall);
+  CHECK_FALSE(c.opt.gradient_accumulation_fusion);
+  CHECK(c.opt.cuda_device_max_connections == 1);
+  CHECK(c.opt.recompute_modules == std::vector<std::string>{"core_attn", "moe_act"});
+  CHECK(contains(r.ignored, "lr"));
+  CHECK(contains(r.unknown, "my_fork_flag"));
+  CHECK_FALSE(r.warnings.empty());  // $DATA and the vocabulary
+}
+
+TEST_CASE("a malformed value is an input error naming the flag") {
+  const model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  try {
+    config_from_mlm_args(base, "--num-layers four --hidden-size 8 --num-attention-heads 1\n", "args", r);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("--num-layers") != std::string::npos);
+    CHECK(e.exit_code() == 2);
+  }
+  CHECK_THROWS_AS(config_from_mlm_args(base, "no flags here\n", "args", r), Error);
+}
+
+TEST_CASE("moe_layer_freq forms") {
+  CHECK(moe_layer_pattern("([0]*3+[1]*58)", 61, "f").size() == 61);
+  CHECK(moe_layer_pattern("[0,1,1,1]", 4, "f") == std::vector<int>{0, 1, 1, 1});
+  CHECK(moe_layer_pattern("2", 4, "f") == std::vector<int>{1, 0, 1, 0});
+  CHECK(moe_layer_pattern("([1]*1+[0]*1)*2", 4, "f") == std::vector<int>{1, 0, 1, 0});
+  CHECK_THROWS_AS(moe_layer_pattern("([0]*3+[1]*5)", 61, "f"), Error);
+  CHECK_THROWS_AS(moe_layer_pattern("[0,2]", 2, "f"), Error);
+  CHECK_THROWS_AS(moe_layer_pattern("import os", 2, "f"), Error);
+}
