@@ -154,6 +154,8 @@ int run_plan(PlanArgs& a) {
   spec.base = base_config(a);
   spec.ctx = build_context(a.ctx, a.cfg);
   spec.ctx.flex_backend_given = false;  // the search chooses the backend
+  // Megatron-LM arguments are checked by Megatron-LM's rules unless --frontend says otherwise.
+  if (a.emit == "mlm" && !flag_given(a.cfg, "--frontend")) spec.ctx.frontend = planner::Frontend::mlm;
   spec.fixed_layout = !a.layout.empty();
   spec.top_n = a.top;
   spec.threads = a.threads;
