@@ -1,5 +1,6 @@
 #include "planner/emit.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "model/config_io.hpp"
@@ -22,10 +23,8 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 bool is_main(const ValidationContext& ctx) { return ctx.megatron == MegatronVersion::main; }
-/// The SM-count knob of this Megatron-Core version (HEAD: one knob for every flex backend).
-std::string sms_key(const Config& c, const ValidationContext& ctx) {
-  if (is_main(ctx)) return "moe_flex_dispatcher_num_sms";
-  return c.opt.flex_backend == FlexBackend::deepep ? "moe_deepep_num_sms" : "moe_hybridep_num_sms";
+bool at_least(const ValidationContext& ctx, MegatronVersion v) {
+  return static_cast<int>(ctx.megatron) >= static_cast<int>(v);
 }
 std::string graph_key(const ValidationContext& ctx) {
   return is_main(ctx) ? "cuda_graph_modules" : "cuda_graph_scope";
@@ -67,13 +66,63 @@ std::vector<std::string> to_list(const std::string& v) {
   return out;
 }
 std::string list_value(const std::vector<std::string>& v) { return "[" + join(v, ",") + "]"; }
+constexpr const char* kCommOverlapClass = "megatron.bridge.training.comm_overlap.CommOverlapConfig";
+/// Reads a Bridge mixed-precision preset name (mixed_precision.py) into the precision fields.
+void apply_mixed_precision(model::Options& o, const std::string& v, const std::string& w) {
+  using model::ParamsDtype;
+  using model::Precision;
+  if (v == "null") {
+    o.params_dtype = ParamsDtype::fp32;
+    o.precision = Precision::bf16;
+    return;
+  }
+  const bool bf16 = v.rfind("bf16", 0) == 0, fp16 = v.rfind("fp16", 0) == 0;
+  const bool fp8 = v.find("fp8") != std::string::npos;
+  EPO_REQUIRE_INPUT((bf16 || fp16) && v.find("fp4") == std::string::npos, w, ": '", v,
+                    "' is not a modelled preset (allowed: bf16_mixed, fp16_mixed, "
+                    "bf16_with_fp8_*_mixed, fp16_with_fp8_*_mixed, *_with_mxfp8_mixed)");
+  o.params_dtype = fp16 ? ParamsDtype::fp16 : ParamsDtype::bf16;
+  o.precision = fp8 ? Precision::fp8 : Precision::bf16;
+}
 
 }  // namespace
 
 int recommended_cuda_device_max_connections(const Config& c) {
-  if (c.opt.overlap_moe_expert_parallel_comm || c.opt.dispatcher == Dispatcher::flex) return 32;
+  // Megatron-LM asserts 1 for TP/CP > 1 before Blackwell unless EP overlap is on (arguments.py
+  // l.1453-1479); with overlap the comm stream needs its own hardware queue.
+  if (c.opt.overlap_moe_expert_parallel_comm) return 32;
   if ((c.par.tp > 1 || c.par.cp > 1) && c.hw.compute_capability_major < 10) return 1;
   return 32;
+}
+
+SmKnobs sm_knobs(const Config& c, const ValidationContext& ctx) {
+  const auto& o = c.opt;
+  SmKnobs k{0, o.deepep_num_sms, o.hybridep_num_sms};
+  if (o.dispatcher != Dispatcher::flex || o.comm_sms <= 0) return k;
+  if (is_main(ctx)) k.flex = o.comm_sms;
+  else (o.flex_backend == FlexBackend::deepep ? k.deepep : k.hybridep) = o.comm_sms;
+  return k;
+}
+
+void route_per_backend_sms(model::Options& o, bool flex_sms_given) {
+  int& per_backend = o.flex_backend == FlexBackend::deepep ? o.deepep_num_sms : o.hybridep_num_sms;
+  if (flex_sms_given || o.dispatcher != Dispatcher::flex || per_backend <= 0) return;
+  o.comm_sms = per_backend;
+  per_backend = 0;
+}
+
+int hybridep_ranks_per_nvlink_domain(const Config& c) {
+  return std::max(1, std::min(c.par.ep, c.hw.nvlink_domain_size));
+}
+
+std::string bridge_mixed_precision(const Config& c) {
+  const bool fp16 = c.opt.params_dtype == model::ParamsDtype::fp16;
+  if (c.opt.params_dtype == model::ParamsDtype::fp32) return "null";
+  if (c.opt.precision != model::Precision::fp8) return fp16 ? "fp16_mixed" : "bf16_mixed";
+  // Blackwell runs MXFP8; Hopper per-tensor current scaling (Bridge's performance recipes).
+  if (c.hw.compute_capability_major >= 10)
+    return fp16 ? "fp16_with_mxfp8_mixed" : "bf16_with_mxfp8_mixed";
+  return fp16 ? "fp16_with_fp8_current_scaling_mixed" : "bf16_with_fp8_current_scaling_mixed";
 }
 
 std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
@@ -81,28 +130,56 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   const auto& p = c.par;
   const auto& o = c.opt;
   os << "# Megatron-Bridge overrides: " << c.model_name << " on " << c.num_gpus << " x "
-     << c.hardware_name << " (" << to_string(ctx.megatron) << ")\n";
+     << c.hardware_name << " (" << to_string(ctx.megatron) << ")\n"
+     << "# Hydra syntax. '++comm_overlap.*' sets comm_overlap whether the recipe has one or leaves it\n"
+     << "# None (Bridge's default; _target_ builds it); precision goes through mixed_precision,\n"
+     << "# which the recipe would otherwise re-apply over model.bf16/fp8.\n";
   os << "model.tensor_model_parallel_size=" << p.tp << "\n";
   os << "model.pipeline_model_parallel_size=" << p.pp << "\n";
   os << "model.virtual_pipeline_model_parallel_size="
      << (p.vpp > 1 ? std::to_string(p.vpp) : "null") << "\n";
+  if (!p.pipeline_layout.empty())
+    os << "model.pipeline_model_parallel_layout=\"" << p.pipeline_layout << "\"\n";
+  if (p.first_stage_layers > 0)
+    os << "model.num_layers_in_first_pipeline_stage=" << p.first_stage_layers << "\n";
+  if (p.last_stage_layers > 0)
+    os << "model.num_layers_in_last_pipeline_stage=" << p.last_stage_layers << "\n";
+  if (p.account_for_embedding_in_pipeline_split)
+    os << "model.account_for_embedding_in_pipeline_split=true\n";
+  if (p.account_for_loss_in_pipeline_split) os << "model.account_for_loss_in_pipeline_split=true\n";
   os << "model.context_parallel_size=" << p.cp << "\n";
   os << "model.expert_model_parallel_size=" << p.ep << "\n";
   os << "model.expert_tensor_parallel_size=" << p.etp << "\n";
   os << "model.sequence_parallel=" << b(p.sequence_parallel) << "\n";
   os << "model.seq_length=" << p.seq_length << "\n";
+  os << "dataset.seq_length=" << p.seq_length << "\n";  // Bridge asserts the two agree
   os << "train.micro_batch_size=" << p.micro_batch_size << "\n";
   os << "train.global_batch_size=" << p.global_batch_size << "\n";
   os << "model.moe_token_dispatcher_type=" << model::to_string(o.dispatcher) << "\n";
   if (o.dispatcher == Dispatcher::flex) {
-    os << "model.moe_flex_dispatcher_backend=" << model::to_string(o.flex_backend) << "\n";
-    if (o.comm_sms > 0) os << "model." << sms_key(c, ctx) << "=" << o.comm_sms << "\n";
+    // Before core_v0.16 DeepEP is the one backend (moe_enable_deepep); HybridEP is refused there.
+    if (at_least(ctx, MegatronVersion::core_v0_16) || o.flex_backend != FlexBackend::deepep)
+      os << "model.moe_flex_dispatcher_backend=" << model::to_string(o.flex_backend) << "\n";
+    else
+      os << "model.moe_enable_deepep=true\n";
   }
-  os << "comm_overlap.overlap_moe_expert_parallel_comm=" << b(o.overlap_moe_expert_parallel_comm)
+  const SmKnobs sms = sm_knobs(c, ctx);
+  if (sms.flex > 0) os << "model.moe_flex_dispatcher_num_sms=" << sms.flex << "\n";
+  if (sms.deepep > 0) os << "model.moe_deepep_num_sms=" << sms.deepep << "\n";
+  if (sms.hybridep > 0) os << "model.moe_hybridep_num_sms=" << sms.hybridep << "\n";
+  if (o.routing.kind == model::RoutingKind::balanced)
+    os << "model.moe_router_force_load_balancing=true\n";  // what the prediction assumed
+  os << "++comm_overlap._target_=megatron.bridge.training.comm_overlap.CommOverlapConfig\n";
+  os << "++comm_overlap.tp_comm_overlap=false\n";
+  os << "++comm_overlap.overlap_moe_expert_parallel_comm=" << b(o.overlap_moe_expert_parallel_comm)
      << "\n";
-  os << "comm_overlap.delay_wgrad_compute=" << b(o.delay_wgrad_compute) << "\n";
+  os << "++comm_overlap.delay_wgrad_compute=" << b(o.delay_wgrad_compute) << "\n";
+  // With a distributed optimizer comm_overlap.setup() overwrites ddp.overlap_grad_reduce.
+  os << "++comm_overlap.overlap_grad_reduce=" << b(o.overlap_grad_reduce) << "\n";
   if (o.ep_overlap_early_attn_memory_release)
     os << "model.ep_overlap_early_attn_memory_release=true\n";
+  if (o.overlap_dispatch_backward_with_experts_wgrad)
+    os << "model.overlap_dispatch_backward_with_experts_wgrad=true\n";
   os << "model.moe_permute_fusion=" << b(o.moe_permute_fusion) << "\n";
   os << "model.moe_shared_expert_overlap=" << b(o.moe_shared_expert_overlap) << "\n";
   os << "model.moe_grouped_gemm=" << b(o.moe_grouped_gemm) << "\n";
@@ -119,8 +196,9 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "model.cuda_graph_impl=" << model::to_string(o.cuda_graph_impl) << "\n";
   if (o.cuda_graph_impl != CudaGraphImpl::none && !o.cuda_graph_modules.empty())
     os << "model." << graph_key(ctx) << "=" << list_value(o.cuda_graph_modules) << "\n";
-  os << "model.bf16=true\n";
-  os << "model.fp8=" << (o.precision == model::Precision::fp8 ? "hybrid" : "null") << "\n";
+  os << "model.attention_dropout=" << o.attention_dropout << "\n";
+  os << "model.hidden_dropout=" << o.hidden_dropout << "\n";
+  os << "mixed_precision=" << bridge_mixed_precision(c) << "\n";
   if (o.capacity_factor > 0) os << "model.moe_expert_capacity_factor=" << o.capacity_factor << "\n";
   if (o.high_priority_a2a_comm_stream) os << "model.high_priority_a2a_comm_stream=true\n";
   os << "model.gradient_accumulation_fusion=" << b(o.gradient_accumulation_fusion) << "\n";
@@ -135,6 +213,7 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
   int n = 0;
   auto& p = c.par;
   auto& o = c.opt;
+  bool flex_sms_given = false;
   while (std::getline(in, line)) {
     ++n;
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
@@ -142,7 +221,12 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     const auto eq = line.find('=');
     const std::string where = "bridge overrides line " + std::to_string(n);
     EPO_REQUIRE_INPUT(eq != std::string::npos, where, ": '", line, "' is not key=value");
-    const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+    // '+' / '++' (Hydra: add, add or set) change how Bridge takes the key, not what it sets.
+    const size_t plus = std::min(line.find_first_not_of('+'), eq);
+    const std::string k = line.substr(plus, eq - plus);
+    std::string v = line.substr(eq + 1);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+      v = v.substr(1, v.size() - 2);
     const std::string w = where + " (" + k + ")";
     if (k == "model.tensor_model_parallel_size") p.tp = to_int(v, w);
     else if (k == "model.pipeline_model_parallel_size") p.pp = to_int(v, w);
@@ -151,16 +235,39 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.expert_model_parallel_size") p.ep = to_int(v, w);
     else if (k == "model.expert_tensor_parallel_size") p.etp = to_int(v, w);
     else if (k == "model.sequence_parallel") p.sequence_parallel = to_bool(v, w);
-    else if (k == "model.seq_length" || k == "dataset.sequence_length") p.seq_length = to_int(v, w);
+    else if (k == "model.seq_length" || k == "dataset.seq_length") p.seq_length = to_int(v, w);
+    else if (k == "model.pipeline_model_parallel_layout") p.pipeline_layout = v == "null" ? "" : v;
+    else if (k == "model.num_layers_in_first_pipeline_stage") p.first_stage_layers = to_int(v, w);
+    else if (k == "model.num_layers_in_last_pipeline_stage") p.last_stage_layers = to_int(v, w);
+    else if (k == "model.account_for_embedding_in_pipeline_split")
+      p.account_for_embedding_in_pipeline_split = to_bool(v, w);
+    else if (k == "model.account_for_loss_in_pipeline_split")
+      p.account_for_loss_in_pipeline_split = to_bool(v, w);
     else if (k == "train.micro_batch_size") p.micro_batch_size = to_int(v, w);
     else if (k == "train.global_batch_size") p.global_batch_size = to_int(v, w);
     else if (k == "model.moe_token_dispatcher_type") o.dispatcher = model::parse_dispatcher(v, w);
     else if (k == "model.moe_flex_dispatcher_backend") {
       if (v == "null") o.dispatcher = Dispatcher::alltoall;  // Bridge: no backend = alltoall
       else o.flex_backend = model::parse_flex_backend(v, w);
-    } else if (k == "model.moe_flex_dispatcher_num_sms" || k == "model.moe_deepep_num_sms" ||
-               k == "model.moe_hybridep_num_sms")
+    } else if (k == "model.moe_enable_deepep") {
+      if (to_bool(v, w)) o.flex_backend = FlexBackend::deepep;
+    } else if (k == "model.moe_flex_dispatcher_num_sms") {
       o.comm_sms = v == "null" ? 0 : to_int(v, w);
+      flex_sms_given = true;
+    } else if (k == "model.moe_deepep_num_sms") o.deepep_num_sms = v == "null" ? 0 : to_int(v, w);
+    else if (k == "model.moe_hybridep_num_sms") o.hybridep_num_sms = v == "null" ? 0 : to_int(v, w);
+    else if (k == "model.moe_router_force_load_balancing") {
+      if (to_bool(v, w)) o.routing.kind = model::RoutingKind::balanced;
+    } else if (k == "comm_overlap._target_") {
+      EPO_REQUIRE_INPUT(v == kCommOverlapClass, w, ": '", v, "' is not ", kCommOverlapClass);
+    } else if (k == "comm_overlap.tp_comm_overlap") {
+      EPO_REQUIRE_INPUT(!to_bool(v, w), w, ": TP communication overlap is not modelled");
+    } else if (k == "comm_overlap.overlap_grad_reduce") o.overlap_grad_reduce = to_bool(v, w);
+    else if (k == "model.overlap_dispatch_backward_with_experts_wgrad")
+      o.overlap_dispatch_backward_with_experts_wgrad = to_bool(v, w);
+    else if (k == "model.attention_dropout") o.attention_dropout = to_double(v, w);
+    else if (k == "model.hidden_dropout") o.hidden_dropout = to_double(v, w);
+    else if (k == "mixed_precision") apply_mixed_precision(o, v, w);
     else if (k == "comm_overlap.overlap_moe_expert_parallel_comm")
       o.overlap_moe_expert_parallel_comm = to_bool(v, w);
     else if (k == "comm_overlap.delay_wgrad_compute") o.delay_wgrad_compute = to_bool(v, w);
@@ -177,10 +284,6 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.cuda_graph_impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(v, w);
     else if (k == "model.cuda_graph_modules" || k == "model.cuda_graph_scope")
       o.cuda_graph_modules = to_list(v);
-    else if (k == "model.bf16") {
-      EPO_REQUIRE_INPUT(to_bool(v, w), w, ": only bf16 models are modelled");
-    } else if (k == "model.fp8")
-      o.precision = v == "null" ? model::Precision::bf16 : model::Precision::fp8;
     else if (k == "model.moe_expert_capacity_factor")
       o.capacity_factor = v == "null" ? 0.0 : to_double(v, w);
     else if (k == "model.high_priority_a2a_comm_stream") o.high_priority_a2a_comm_stream = to_bool(v, w);
@@ -190,6 +293,7 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else
       throw EPO_INPUT_ERROR(where, ": unknown override key '", k, "'");
   }
+  route_per_backend_sms(o, flex_sms_given);
   return c;
 }
 
@@ -208,8 +312,10 @@ std::string emit_env(const Config& c) {
     os << "export NVTE_BWD_LAYERNORM_SM_MARGIN=" << margin << "\n";
   }
   if (o.dispatcher == Dispatcher::flex && o.flex_backend == FlexBackend::hybridep) {
-    os << "export NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN="
-       << std::min(c.par.tp * c.par.ep, c.hw.nvlink_domain_size) << "\n";
+    // As Bridge's performance scripts set them: min(EP, 8) on NVL8, EP on a 72-GPU domain.
+    os << "export NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=" << hybridep_ranks_per_nvlink_domain(c)
+       << "\n";
+    os << "export NVLINK_DOMAIN_SIZE=" << c.hw.nvlink_domain_size << "\n";
     os << "export USE_MNNVL=" << (c.hw.nvlink_domain_size > 8 ? 1 : 0) << "\n";
   }
   if (o.dispatcher == Dispatcher::flex && o.flex_backend == FlexBackend::deepep &&
@@ -218,6 +324,9 @@ std::string emit_env(const Config& c) {
   os << "export NCCL_NVLS_ENABLE=0\n";
   os << "export TORCH_NCCL_AVOID_RECORD_STREAMS=1\n";
   os << "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
+  // Megatron asserts this pair for TE CUDA graphs (arguments.py l.1961-1968, cuda_graphs.py
+  // l.2193-2199): NCCL's graph registration with expandable segments faults.
+  if (o.cuda_graph_impl != CudaGraphImpl::none) os << "export NCCL_GRAPH_REGISTER=0\n";
   return os.str();
 }
 

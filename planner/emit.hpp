@@ -31,9 +31,24 @@ model::Config apply_mlm_args(model::Config base, const std::string& text);
 /// Applies `export NAME=VALUE` lines (CUDA_DEVICE_MAX_CONNECTIONS) onto `base`.
 model::Config apply_env(model::Config base, const std::string& text);
 
-/// CUDA_DEVICE_MAX_CONNECTIONS a plan should run with: 32 with overlap or a flex backend (the
-/// comm stream needs its own hardware queue), 1 where Megatron-LM demands it (TP/CP > 1 without
-/// overlap before Blackwell), else 32.
+/// CUDA_DEVICE_MAX_CONNECTIONS a plan should run with: 32 with overlap (the comm stream needs its
+/// own hardware queue), 1 where Megatron-LM demands it (TP/CP > 1 without overlap before
+/// Blackwell), else 32.
 int recommended_cuda_device_max_connections(const model::Config& cfg);
+/// The flex SM counts as a Megatron-Core version takes them: the unified knob (main only) and
+/// the per-backend ones (the only ones before main); 0 = not set.
+struct SmKnobs {
+  int flex = 0, deepep = 0, hybridep = 0;
+};
+SmKnobs sm_knobs(const model::Config& cfg, const ValidationContext& ctx);
+/// After reading: a per-backend count of the chosen backend becomes comm_sms when the unified
+/// knob was not given (Megatron-Core's own routing of the deprecated knobs).
+void route_per_backend_sms(model::Options& o, bool flex_sms_given);
+/// NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN as Bridge sets it: min(EP, GPUs per NVLink domain).
+int hybridep_ranks_per_nvlink_domain(const model::Config& cfg);
+/// Bridge's mixed_precision preset for the plan (training/mixed_precision.py): bf16_mixed,
+/// fp16_mixed, *_with_fp8_current_scaling_mixed (Hopper) or *_with_mxfp8_mixed (Blackwell); "null"
+/// for fp32 parameters.
+std::string bridge_mixed_precision(const model::Config& cfg);
 
 }  // namespace epo::planner

@@ -16,6 +16,24 @@ namespace {
 bool at_least_v016(const ValidationContext& ctx) {
   return static_cast<int>(ctx.megatron) >= static_cast<int>(MegatronVersion::core_v0_16);
 }
+/// The CUDA-graph flags of this version: --enable-cuda-graph / --external-cuda-graph before
+/// core_v0.15, --cuda-graph-impl after; one --cuda-graph-scope value (full|attn) before core_v0.16,
+/// a module list after (--cuda-graph-modules on main).
+void emit_cuda_graph_args(const model::Options& o, const ValidationContext& ctx,
+                          std::vector<std::string>& a) {
+  if (o.cuda_graph_impl == CudaGraphImpl::none) return;
+  const bool modules_list = at_least_v016(ctx);
+  if (ctx.megatron == MegatronVersion::core_v0_14)
+    a.push_back(o.cuda_graph_impl == CudaGraphImpl::transformer_engine ? "--external-cuda-graph"
+                                                                       : "--enable-cuda-graph");
+  else
+    a.push_back("--cuda-graph-impl " + std::string(model::to_string(o.cuda_graph_impl)));
+  if (o.cuda_graph_modules.empty()) return;
+  std::string s;
+  for (const auto& m : o.cuda_graph_modules) s += (s.empty() ? "" : " ") + m;
+  if (!modules_list) s = o.cuda_graph_modules == std::vector<std::string>{"attn"} ? "attn" : "full";
+  a.push_back((ctx.megatron == MegatronVersion::main ? "--cuda-graph-modules " : "--cuda-graph-scope ") + s);
+}
 int to_int(const std::string& v, const std::string& where) {
   try {
     size_t pos = 0;
@@ -36,6 +54,12 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   num("--tensor-model-parallel-size", p.tp);
   num("--pipeline-model-parallel-size", p.pp);
   if (p.vpp > 1) num("--num-virtual-stages-per-pipeline-rank", p.vpp);
+  if (!p.pipeline_layout.empty()) kv("--pipeline-model-parallel-layout", "\"" + p.pipeline_layout + "\"");
+  if (p.first_stage_layers > 0) num("--decoder-first-pipeline-num-layers", p.first_stage_layers);
+  if (p.last_stage_layers > 0) num("--decoder-last-pipeline-num-layers", p.last_stage_layers);
+  if (p.account_for_embedding_in_pipeline_split)
+    a.push_back("--account-for-embedding-in-pipeline-split");
+  if (p.account_for_loss_in_pipeline_split) a.push_back("--account-for-loss-in-pipeline-split");
   num("--context-parallel-size", p.cp);
   num("--expert-model-parallel-size", p.ep);
   num("--expert-tensor-parallel-size", p.etp);
@@ -47,15 +71,17 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.dispatcher == Dispatcher::flex) {
     if (at_least_v016(ctx)) kv("--moe-flex-dispatcher-backend", model::to_string(o.flex_backend));
     else a.push_back("--moe-enable-deepep");
-    if (o.comm_sms > 0) {
-      if (ctx.megatron == MegatronVersion::main) num("--moe-flex-dispatcher-num-sms", o.comm_sms);
-      else if (o.flex_backend == FlexBackend::deepep) num("--moe-deepep-num-sms", o.comm_sms);
-      else num("--moe-hybridep-num-sms", o.comm_sms);
-    }
   }
+  const SmKnobs sms = sm_knobs(c, ctx);
+  if (sms.flex > 0) num("--moe-flex-dispatcher-num-sms", sms.flex);
+  if (sms.deepep > 0) num("--moe-deepep-num-sms", sms.deepep);
+  if (sms.hybridep > 0) num("--moe-hybridep-num-sms", sms.hybridep);
+  if (o.routing.kind == model::RoutingKind::balanced) a.push_back("--moe-router-force-load-balancing");
   if (o.overlap_moe_expert_parallel_comm) a.push_back("--overlap-moe-expert-parallel-comm");
   if (o.delay_wgrad_compute) a.push_back("--delay-wgrad-compute");
   if (o.ep_overlap_early_attn_memory_release) a.push_back("--ep-overlap-early-attn-memory-release");
+  if (o.overlap_dispatch_backward_with_experts_wgrad)
+    a.push_back("--overlap-dispatch-backward-with-experts-wgrad");
   if (o.moe_permute_fusion) a.push_back("--moe-permute-fusion");
   if (o.moe_shared_expert_overlap) a.push_back("--moe-shared-expert-overlap");
   if (o.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
@@ -68,16 +94,23 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
     for (const auto& m : o.recompute_modules) s += (s.empty() ? "" : " ") + m;
     kv("--recompute-modules", s);
   }
-  if (o.cuda_graph_impl != CudaGraphImpl::none) {
-    kv("--cuda-graph-impl", model::to_string(o.cuda_graph_impl));
-    if (!o.cuda_graph_modules.empty()) {
-      std::string s;
-      for (const auto& m : o.cuda_graph_modules) s += (s.empty() ? "" : " ") + m;
-      kv(ctx.megatron == MegatronVersion::main ? "--cuda-graph-modules" : "--cuda-graph-scope", s);
-    }
+  emit_cuda_graph_args(o, ctx, a);
+  if (o.params_dtype != model::ParamsDtype::fp32)
+    a.push_back(o.params_dtype == model::ParamsDtype::fp16 ? "--fp16" : "--bf16");
+  if (o.precision == model::Precision::fp8) {
+    // Blackwell: MXFP8; Hopper: per-tensor current scaling (as the Bridge presets emit_bridge uses).
+    const bool mx = c.hw.compute_capability_major >= 10;
+    kv("--fp8-format", mx ? "e4m3" : "hybrid");
+    kv("--fp8-recipe", mx ? "mxfp8" : "tensorwise");
   }
-  a.push_back("--bf16");
-  if (o.precision == model::Precision::fp8) kv("--fp8-format", "hybrid");
+  {
+    std::ostringstream d;
+    d << o.attention_dropout;
+    kv("--attention-dropout", d.str());
+    d.str("");
+    d << o.hidden_dropout;
+    kv("--hidden-dropout", d.str());
+  }
   if (o.capacity_factor > 0) {
     std::ostringstream cf;
     cf << o.capacity_factor;
@@ -90,6 +123,9 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   std::ostringstream os;
   os << "# Megatron-LM arguments: " << c.model_name << " on " << c.num_gpus << " x "
      << c.hardware_name << " (" << to_string(ctx.megatron) << ")\n";
+  os << "# partial: parallel layout, batch, MoE dispatcher and overlap, recompute, CUDA graphs and\n"
+     << "# precision only; add the model's architecture (--num-layers, --hidden-size, ...), data,\n"
+     << "# tokenizer and optimizer arguments of your training script\n";
   for (size_t i = 0; i < a.size(); ++i) os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
   return os.str();
 }
@@ -119,7 +155,11 @@ Config apply_mlm_args(Config c, const std::string& text) {
   o.cuda_graph_impl = CudaGraphImpl::none;
   p.sequence_parallel = false;
   p.vpp = 1;
-  bool enable_deepep = false;
+  bool enable_deepep = false, flex_sms_given = false;
+  o.params_dtype = model::ParamsDtype::fp32;  // neither --bf16 nor --fp16
+  o.attention_dropout = o.hidden_dropout = 0.1;  // Megatron-LM's defaults
+  o.overlap_dispatch_backward_with_experts_wgrad = false;
+  o.comm_sms = o.deepep_num_sms = o.hybridep_num_sms = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     const std::string& f = t[i];
     const std::string where = "Megatron-LM argument " + f;
@@ -147,9 +187,11 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--moe-token-dispatcher-type") o.dispatcher = model::parse_dispatcher(value(), where);
     else if (f == "--moe-flex-dispatcher-backend") o.flex_backend = model::parse_flex_backend(value(), where);
     else if (f == "--moe-enable-deepep") enable_deepep = true;
-    else if (f == "--moe-flex-dispatcher-num-sms" || f == "--moe-deepep-num-sms" ||
-             f == "--moe-hybridep-num-sms")
+    else if (f == "--moe-flex-dispatcher-num-sms") {
       o.comm_sms = to_int(value(), where);
+      flex_sms_given = true;
+    } else if (f == "--moe-deepep-num-sms") o.deepep_num_sms = to_int(value(), where);
+    else if (f == "--moe-hybridep-num-sms") o.hybridep_num_sms = to_int(value(), where);
     else if (f == "--overlap-moe-expert-parallel-comm") o.overlap_moe_expert_parallel_comm = true;
     else if (f == "--delay-wgrad-compute") o.delay_wgrad_compute = true;
     else if (f == "--ep-overlap-early-attn-memory-release") o.ep_overlap_early_attn_memory_release = true;
@@ -162,8 +204,25 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--recompute-modules") o.recompute_modules = values();
     else if (f == "--cuda-graph-impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(value(), where);
     else if (f == "--cuda-graph-modules" || f == "--cuda-graph-scope") o.cuda_graph_modules = values();
-    else if (f == "--bf16") continue;
+    else if (f == "--bf16") o.params_dtype = model::ParamsDtype::bf16;
+    else if (f == "--fp16") o.params_dtype = model::ParamsDtype::fp16;
     else if (f == "--fp8-format") { value(); o.precision = model::Precision::fp8; }
+    else if (f == "--fp8-recipe") value();
+    else if (f == "--attention-dropout") o.attention_dropout = std::stod(value());
+    else if (f == "--hidden-dropout") o.hidden_dropout = std::stod(value());
+    else if (f == "--pipeline-model-parallel-layout") {
+      std::string v = value();
+      if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+      p.pipeline_layout = v;
+    } else if (f == "--decoder-first-pipeline-num-layers") p.first_stage_layers = to_int(value(), where);
+    else if (f == "--decoder-last-pipeline-num-layers") p.last_stage_layers = to_int(value(), where);
+    else if (f == "--account-for-embedding-in-pipeline-split") p.account_for_embedding_in_pipeline_split = true;
+    else if (f == "--account-for-loss-in-pipeline-split") p.account_for_loss_in_pipeline_split = true;
+    else if (f == "--overlap-dispatch-backward-with-experts-wgrad")
+      o.overlap_dispatch_backward_with_experts_wgrad = true;
+    else if (f == "--moe-router-force-load-balancing") o.routing.kind = model::RoutingKind::balanced;
+    else if (f == "--enable-cuda-graph") o.cuda_graph_impl = CudaGraphImpl::local;
+    else if (f == "--external-cuda-graph") o.cuda_graph_impl = CudaGraphImpl::transformer_engine;
     else if (f == "--moe-expert-capacity-factor") o.capacity_factor = std::stod(value());
     else if (f == "--high-priority-a2a-comm-stream") o.high_priority_a2a_comm_stream = true;
     else if (f == "--no-gradient-accumulation-fusion") o.gradient_accumulation_fusion = false;
@@ -172,6 +231,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else throw EPO_INPUT_ERROR("Megatron-LM arguments: unknown flag '", f, "'");
   }
   if (enable_deepep) o.flex_backend = FlexBackend::deepep;
+  route_per_backend_sms(o, flex_sms_given);
   return c;
 }
 
