@@ -26,14 +26,14 @@ void add_bridge_rules(std::vector<Rule>& out) {
         return cat("overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1, "
                    "but got ", c.model.num_experts);
       },
-      "turn overlap off for this model");
+      "drop --overlap for this model");
   add(out, "BRIDGE-DELAY-WGRAD-OGR-TE", kError, kCo, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!c.opt.delay_wgrad_compute || !c.opt.overlap_grad_reduce || x.te.at_least(2, 7))
           return "";
         return cat("delay_wgrad_compute with overlap_grad_reduce needs TE >= 2.7; TE is ", ver(x.te));
       },
-      "upgrade Transformer Engine to 2.7+ or turn overlap_grad_reduce off");
+      "upgrade Transformer Engine (--te 2.7), or set options.overlap_grad_reduce false");
   add(out, "BRIDGE-DELAY-WGRAD-GAF-TE", kError, kCo, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!c.opt.delay_wgrad_compute || !c.opt.gradient_accumulation_fusion || x.te.at_least(2, 7))
@@ -41,14 +41,14 @@ void add_bridge_rules(std::vector<Rule>& out) {
         return cat("delay_wgrad_compute with gradient_accumulation_fusion needs TE >= 2.7; TE is ",
                    ver(x.te));
       },
-      "upgrade Transformer Engine to 2.7+");
+      "upgrade Transformer Engine (--te 2.7)");
   add(out, "BRIDGE-DELAY-WGRAD-GRAPH-TE", kError, kCo, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!c.opt.delay_wgrad_compute || !wgrad_in_graph_scope(c) || x.te.at_least(2, 12))
           return "";
         return cat("delayed wgrad inside a CUDA-graphed scope needs TE >= 2.12; TE is ", ver(x.te));
       },
-      "upgrade Transformer Engine to 2.12+, or do not graph attn (and moe_router with a shared expert)");
+      "upgrade Transformer Engine (--te 2.12), or drop attn (and moe_router with a shared expert) from --cuda-graph-modules");
   add(out, "BRIDGE-DELAY-WGRAD-GRAPH-GAF", kError, kCo, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!c.opt.delay_wgrad_compute || !wgrad_in_graph_scope(c) ||
@@ -56,7 +56,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
           return "";
         return "delayed wgrad inside a CUDA-graphed scope needs gradient_accumulation_fusion";
       },
-      "enable gradient_accumulation_fusion");
+      "set options.gradient_accumulation_fusion true in the config file");
   add(out, "BRIDGE-DELAY-WGRAD-GRAPH-BIAS", kError, kCo, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!c.opt.delay_wgrad_compute || !graphed(c, "attn") ||
@@ -64,35 +64,35 @@ void add_bridge_rules(std::vector<Rule>& out) {
           return "";
         return "CUDA graph with delay_wgrad_compute does not support attention bias for now";
       },
-      "disable linear/qkv biases, or do not graph attn");
+      "drop --add-bias-linear / --add-qkv-bias, or attn from --cuda-graph-modules");
   add(out, "BRIDGE-DEEPEP-GPU", kError, kFlex, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!is_deepep(c) || deepep_gpu_ok(c) || x.bridge_apply_flex_backend) return "";
         return cat("DeepEP is supported for Ampere, Hopper, and Blackwell (B200/B300) GPUs. "
                    "Current GPU: ", c.hw.gpu_name);
       },
-      "use model.moe_flex_dispatcher_backend=hybridep on this GPU");
+      "use --flex-backend hybridep on this GPU");
   add(out, "BRIDGE-DEEPEP-FALLBACK", kWarning, kFlex, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!is_deepep(c) || deepep_gpu_ok(c) || !x.bridge_apply_flex_backend) return "";
         return cat("apply_flex_dispatcher_backend silently falls back to alltoall for DeepEP on ",
                    c.hw.gpu_name, "; the job runs the alltoall dispatcher, not DeepEP");
       },
-      "use hybridep on this GPU");
+      "use --flex-backend hybridep on this GPU");
   add(out, "BRIDGE-HYBRIDEP-GPU", kError, kFlex, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!is_hybridep(c) || hybridep_gpu_ok(c) || x.bridge_apply_flex_backend) return "";
         return cat("HybridEP is supported for GB200, GB300 with NVL72 and for Ampere, Hopper, B200 "
                    "and B300 GPUs. Current GPU: ", c.hw.gpu_name);
       },
-      "use the alltoall dispatcher on this GPU");
+      "use --dispatcher alltoall on this GPU");
   add(out, "BRIDGE-HYBRIDEP-FALLBACK", kWarning, kFlex, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!is_hybridep(c) || hybridep_gpu_ok(c) || !x.bridge_apply_flex_backend) return "";
         return cat("apply_flex_dispatcher_backend silently falls back to alltoall for HybridEP on ",
                    c.hw.gpu_name);
       },
-      "use the alltoall dispatcher on this GPU");
+      "use --dispatcher alltoall on this GPU");
   add(out, "BRIDGE-OVL-MODEL-ONLY", kWarning,
       "Megatron-Bridge src/megatron/bridge/training/comm_overlap.py:397-439,618", kAllVersions,
       kBridge,
@@ -103,7 +103,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
         return "overlap/delay_wgrad set only on model.*: CommOverlapConfig.setup() overwrites them "
                "with its own value (False), so the job runs without overlap";
       },
-      "set comm_overlap.overlap_moe_expert_parallel_comm=true (and comm_overlap.delay_wgrad_compute)");
+      "set comm_overlap.overlap_moe_expert_parallel_comm=true (and comm_overlap.delay_wgrad_compute), as epo plan --emit bridge writes them; drop --bridge-overlap-on-model-only");
   add(out, "BRIDGE-FLEX-BACKEND-WITHOUT-FLEX", kWarning, kDoc, kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!x.flex_backend_given || is_flex(c)) return "";
@@ -111,7 +111,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
                    " is given but the dispatcher is ", model::to_string(c.opt.dispatcher),
                    ": the backend is ignored");
       },
-      "set moe_token_dispatcher_type=flex (Bridge: apply_flex_dispatcher_backend), or drop the backend");
+      "use --dispatcher flex, or drop --flex-backend (and options.flex_backend in the config file)");
   add(out, "BRIDGE-OVL-SMALL-EP", kWarning, kDoc, kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!overlap(c) || c.opt.dispatcher != Dispatcher::alltoall || c.par.ep <= 1 || c.par.ep > 4 ||
@@ -121,7 +121,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
                    " node(s): small-EP alltoall runs can get slower, the scheduling overhead is "
                    "larger than the communication hidden");
       },
-      "measure with overlap off; use overlap for large EP, inter-node all-to-all");
+      "measure without --overlap; use overlap for large EP, inter-node all-to-all");
   add(out, "BRIDGE-OVL-FEW-MICROBATCHES", kWarning, kDoc, kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!overlap(c) || c.par.dp <= 0) return "";
@@ -131,7 +131,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
         return cat("only ", m, " micro-batch(es) per step: the first forward and the last backward "
                    "(and the warm-up/cool-down) cannot be overlapped, little is hidden");
       },
-      "raise the global batch size or lower dp/mbs so each rank has >= max(4, 2*pp) micro-batches");
+      "raise --gbs or lower --mbs so each rank has >= max(4, 2*pp) micro-batches");
 }
 
 }  // namespace epo::planner::rules

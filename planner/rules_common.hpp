@@ -23,6 +23,8 @@ constexpr unsigned since(MegatronVersion v) { return kAllVersions & ~(bit(v) - 1
 /// Versions up to `v` (inclusive).
 constexpr unsigned until(MegatronVersion v) { return (bit(v) << 1u) - 1u; }
 constexpr unsigned kBridge = 1u, kMlm = 2u, kBothFrontends = 3u;
+/// A line of Megatron-Core's TransformerConfig (main) as a rule source.
+#define EPO_TC(line) "Megatron-LM megatron/core/transformer/transformer_config.py:" line
 
 inline bool overlap(const Config& c) { return c.opt.overlap_moe_expert_parallel_comm; }
 inline bool is_flex(const Config& c) { return c.opt.dispatcher == Dispatcher::flex; }
@@ -57,6 +59,15 @@ inline int local_experts(const Config& c) {
   return c.par.ep > 0 ? c.model.num_experts / c.par.ep : 0;
 }
 inline std::string ver(const Version& v) { return to_string(v); }
+/// recompute_modules as Megatron-Core sees them: None (empty here) means ["core_attn"].
+inline std::vector<std::string> recompute_modules(const Config& c) {
+  if (c.opt.recompute_modules.empty()) return {"core_attn"};
+  return c.opt.recompute_modules;
+}
+inline bool recomputes(const Config& c, const char* m) { return has_module(recompute_modules(c), m); }
+inline bool params_16bit(const Config& c, const ValidationContext& x) {
+  return x.model_bf16_or_fp16 && c.opt.params_dtype != model::ParamsDtype::fp32;
+}
 
 /// Adds a rule; `check` returns "" when the configuration passes.
 template <typename Check, typename Fix>
@@ -88,6 +99,10 @@ constexpr Severity kError = Severity::error;
 constexpr Severity kWarning = Severity::warning;
 
 void add_mcore_rules(std::vector<Rule>& out);
+/// Recompute consistency (transformer_config.py l.1903-2005), in source order.
+void add_mcore_recompute_rules(std::vector<Rule>& out);
+/// CUDA-graph scope rules (transformer_config.py l.2740-2895), in source order.
+void add_mcore_graph_rules(std::vector<Rule>& out);
 void add_mlm_rules(std::vector<Rule>& out);
 void add_bridge_rules(std::vector<Rule>& out);
 void add_deepep_rules(std::vector<Rule>& out);

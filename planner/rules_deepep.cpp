@@ -41,14 +41,14 @@ void add_deepep_rules(std::vector<Rule>& out) {
         return cat("DeepEP needs hidden * 2 bytes to be a multiple of 16: hidden = ",
                    c.model.hidden_size);
       },
-      "use alltoall for this hidden size");
+      "use --dispatcher alltoall for this hidden size");
   add(out, "DEEPEP-LOCAL-EXPERTS", kError, "DeepEP csrc/deep_ep.cpp (num_local_experts <= 1024)",
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!is_deepep(c) || local_experts(c) <= 1024) return "";
         return cat("DeepEP supports at most 1024 local experts, got ", local_experts(c));
       },
-      "raise ep");
+      "raise --ep");
   add(out, "DEEPEP-CUDA-GRAPH", kError, "DeepEP deep_ep/buffer.py (CPU waits for the GPU signal)",
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
@@ -60,7 +60,7 @@ void add_deepep_rules(std::vector<Rule>& out) {
         return "DeepEP's dispatch waits on the CPU for the GPU's receive counts, which is not "
                "compatible with a CUDA graph that captures it";
       },
-      "graph only attn moe_router moe_preprocess, or use hybridep with a capacity factor");
+      "use --cuda-graph-modules attn,moe_router,moe_preprocess, or --flex-backend hybridep with a capacity factor");
   add(out, "DEEPEP-INTERNODE-TIMEOUT", kWarning,
       "Megatron-Bridge#1335, #5067; Megatron-LM PR #5039 (DeepEP internode_dispatch CPU timeout)",
       kAllVersions, kBothFrontends,

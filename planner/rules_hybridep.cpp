@@ -1,15 +1,14 @@
 // HybridEP limits (DeepEP hybrid-ep branch: deep_ep/hybrid_ep_buffer.py, csrc/hybrid_ep/config.cuh,
 // Megatron-LM fused_a2a.py; reference §2.4) and Bridge's EP > 8 on NVL8 note (§8).
+#include "planner/emit.hpp"
 #include "planner/rules_common.hpp"
 
 namespace epo::planner::rules {
 
 namespace {
 constexpr const char* kCfg = "DeepEP@hybrid-ep csrc/hybrid_ep/config.cuh (Configurer)";
-/// HybridEP ranks per NVLink domain: the group's ranks that share one domain.
-int ranks_per_domain(const Config& c) {
-  return std::max(1, std::min(flex_group_size(c), c.hw.nvlink_domain_size));
-}
+/// HybridEP ranks per NVLink domain: the NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN epo emits.
+int ranks_per_domain(const Config& c) { return hybridep_ranks_per_nvlink_domain(c); }
 }  // namespace
 
 void add_hybridep_rules(std::vector<Rule>& out) {
@@ -18,7 +17,7 @@ void add_hybridep_rules(std::vector<Rule>& out) {
         if (!is_hybridep(c) || c.model.hidden_size % 16 == 0) return "";
         return cat("HybridEP needs hidden % 16 == 0 for bf16, hidden = ", c.model.hidden_size);
       },
-      "use alltoall for this hidden size");
+      "use --dispatcher alltoall for this hidden size");
   add(out, "HYBRIDEP-DOMAIN-DIVIDES", kError,
       "DeepEP@hybrid-ep deep_ep/hybrid_ep_buffer.py (group_size % ranks_per_nvlink_domain)",
       kAllVersions, kBothFrontends,

@@ -17,6 +17,15 @@ bool mlm_graph_checks(const Config& c) {
 }  // namespace
 
 void add_mlm_rules(std::vector<Rule>& out) {
+  add(out, "MLM-RECOMPUTE-SELECTIVE-METHOD", kError,
+      "Megatron-LM megatron/training/arguments.py:1425-1428", kAllVersions, kMlm,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (c.opt.recompute_granularity != RecomputeGranularity::selective ||
+            c.opt.recompute_method.empty())
+          return "";
+        return "recompute method is not yet supported for selective recomputing granularity";
+      },
+      "drop --recompute-method with --recompute selective");
   add(out, "MLM-CDMC-TP-CP", kError, kCdmc, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!tp_or_cp_pre_blackwell(c) || overlap(c) || x.megatron_fsdp ||
@@ -27,7 +36,7 @@ void add_mlm_rules(std::vector<Rule>& out) {
                    " needs CUDA_DEVICE_MAX_CONNECTIONS=1 (it is ", c.opt.cuda_device_max_connections,
                    ")");
       },
-      "export CUDA_DEVICE_MAX_CONNECTIONS=1 (or use tp = cp = 1)");
+      "use --cdmc 1 (export CUDA_DEVICE_MAX_CONNECTIONS=1), or --tp 1 --cp 1");
   add(out, "MLM-OVL-TP-CP-HOPPER", kWarning, kCdmc, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!tp_or_cp_pre_blackwell(c) || !overlap(c)) return "";
@@ -35,7 +44,7 @@ void add_mlm_rules(std::vector<Rule>& out) {
                    c.par.cp, ") with overlap_moe_expert_parallel_comm; TP/CP collectives compete "
                    "with the overlapped EP communication");
       },
-      "prefer tp = cp = 1 with overlap on Hopper; CUDA_DEVICE_MAX_CONNECTIONS may be 1 or 32");
+      "prefer --tp 1 --cp 1 with --overlap on Hopper; --cdmc may be 1 or 32");
   add(out, "MLM-DELAY-WGRAD-TE-IMPL", kError, kDelay, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!c.opt.delay_wgrad_compute || x.transformer_engine) return "";
@@ -49,28 +58,28 @@ void add_mlm_rules(std::vector<Rule>& out) {
         return cat("overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling "
                    "delay_wgrad_compute; TE is ", ver(x.te));
       },
-      "upgrade Transformer Engine to 2.8+, or turn overlap_grad_reduce off");
+      "upgrade Transformer Engine (--te 2.8), or set options.overlap_grad_reduce false");
   add(out, "MLM-DELAY-WGRAD-GRAPH-TE", kError, kDelay, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!mlm_graph_checks(c) || x.te.at_least(2, 12)) return "";
         return cat("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0; TE is ",
                    ver(x.te));
       },
-      "upgrade Transformer Engine to 2.12+, or do not graph attn (and moe_router with a shared expert)");
+      "upgrade Transformer Engine (--te 2.12), or drop attn (and moe_router with a shared expert) from --cuda-graph-modules");
   add(out, "MLM-DELAY-WGRAD-GRAPH-GAF", kError, kDelay, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!mlm_graph_checks(c) || c.opt.gradient_accumulation_fusion) return "";
         return "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion (the "
                "default gradient accumulation has no static memory addresses)";
       },
-      "enable gradient_accumulation_fusion");
+      "set options.gradient_accumulation_fusion true in the config file");
   add(out, "MLM-DELAY-WGRAD-GRAPH-BIAS", kError, kDelay, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!mlm_graph_checks(c) || !graphed(c, "attn") || (!x.add_bias_linear && !x.add_qkv_bias))
           return "";
         return "CUDA graph with delay_wgrad_compute doesn't support attn bias for now";
       },
-      "disable linear/qkv biases, or do not graph attn");
+      "drop --add-bias-linear / --add-qkv-bias, or attn from --cuda-graph-modules");
   add(out, "MLM-DELAY-WGRAD-NO-GAF-TE", kError, kDelay, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!c.opt.delay_wgrad_compute || c.opt.gradient_accumulation_fusion || x.te.at_least(2, 7))
@@ -78,7 +87,7 @@ void add_mlm_rules(std::vector<Rule>& out) {
         return cat("disabling gradient_accumulation_fusion is only supported with TE >= 2.7.0 "
                    "when enabling delay_wgrad_compute; TE is ", ver(x.te));
       },
-      "enable gradient_accumulation_fusion or upgrade Transformer Engine to 2.7+");
+      "set options.gradient_accumulation_fusion true, or upgrade Transformer Engine (--te 2.7)");
 }
 
 }  // namespace epo::planner::rules

@@ -6,13 +6,14 @@ namespace epo::planner::rules {
 
 void add_runtime_rules(std::vector<Rule>& out) {
   add(out, "RUNTIME-FLEX-TPXEP", kError,
-      "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py:1836,1854", kAllVersions,
+      "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py:1836", kAllVersions,
       kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
-        if (!is_flex(c) || flex_group_size(c) > 1) return "";
+        // HybridEP has no such assert (token_dispatcher.py l.1845-1852).
+        if (!is_deepep(c) || flex_group_size(c) > 1) return "";
         return "DeepEP dispatcher requires TPxEP > 1";
       },
-      "use ep > 1 with the flex dispatcher, or alltoall");
+      "use --ep 2 or more with --flex-backend deepep, or --dispatcher alltoall");
   add(out, "RUNTIME-OVL-CUDA-GRAPH-WHOLE-LAYER", kError,
       "Megatron-LM megatron/core/transformer/transformer_layer.py:1374", kAllVersions,
       kBothFrontends,
@@ -45,7 +46,7 @@ void add_runtime_rules(std::vector<Rule>& out) {
         return "checkpoint_activations_microbatch is not supported for "
                "overlap_moe_expert_parallel_comm";
       },
-      "unset num_microbatches_with_partial_activation_checkpoints");
+      "drop --partial-activation-checkpoints (num_microbatches_with_partial_activation_checkpoints)");
   add(out, "RUNTIME-OVL-FSDP-INTERLEAVED", kError,
       "Megatron-LM megatron/core/pipeline_parallel/schedules.py (interleaved + Megatron-FSDP)",
       kAllVersions, kBothFrontends,
@@ -53,7 +54,7 @@ void add_runtime_rules(std::vector<Rule>& out) {
         if (!overlap(c) || !x.megatron_fsdp || c.par.vpp <= 1) return "";
         return "EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism";
       },
-      "use pp = 1 with Megatron-FSDP, or the distributed optimizer");
+      "use --pp 1 (or --vpp 1) with --megatron-fsdp, or the distributed optimizer");
 }
 
 }  // namespace epo::planner::rules

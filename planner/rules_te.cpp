@@ -12,7 +12,7 @@ void add_te_rules(std::vector<Rule>& out) {
         return cat("Only TE with version >=2.3.0 supports delay_wgrad_compute now; TE is ",
                    ver(x.te));
       },
-      "upgrade Transformer Engine to 2.3+ (2.8+ with overlap_grad_reduce), or drop delay_wgrad_compute");
+      "upgrade Transformer Engine (--te 2.3; 2.8 with overlap_grad_reduce), or drop --delay-wgrad");
 }
 
 }  // namespace epo::planner::rules

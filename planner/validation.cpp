@@ -14,9 +14,11 @@ constexpr const char* kVersionNames[] = {"core_v0.14", "core_v0.15", "core_v0.16
 
 std::vector<Rule> build_rules() {
   std::vector<Rule> r;
-  rules::add_mcore_rules(r);
+  // The order the checks run in: Megatron-LM's validate_args and Bridge's recipe and
+  // comm_overlap setup come before TransformerConfig.__post_init__; the backends at run time.
   rules::add_mlm_rules(r);
   rules::add_bridge_rules(r);
+  rules::add_mcore_rules(r);
   rules::add_deepep_rules(r);
   rules::add_hybridep_rules(r);
   rules::add_te_rules(r);

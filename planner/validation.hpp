@@ -77,7 +77,8 @@ struct Rule {
   std::string versions() const;
 };
 
-/// Every rule, in a stable order (mcore, mlm, bridge, deepep, hybridep, te, runtime).
+/// Every rule, in the order Megatron runs the checks (mlm, bridge, mcore by source line, deepep,
+/// hybridep, te, runtime), so that the first error is the one Megatron raises first.
 const std::vector<Rule>& all_rules();
 /// The rule with this id; throws an input error for an unknown id.
 const Rule& find_rule(const std::string& id);

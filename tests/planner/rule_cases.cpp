@@ -41,7 +41,7 @@ void hardware(Config& c, const char* name) {
 
 std::vector<RuleCase> rule_cases() {
   std::vector<RuleCase> cases = mcore_rule_cases();
-  for (auto family : {frontend_rule_cases, backend_rule_cases}) {
+  for (auto family : {frontend_rule_cases, backend_rule_cases, layer_rule_cases}) {
     std::vector<RuleCase> more = family();
     cases.insert(cases.end(), more.begin(), more.end());
   }

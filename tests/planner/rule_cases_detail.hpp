@@ -25,5 +25,7 @@ std::vector<RuleCase> mcore_rule_cases();
 std::vector<RuleCase> frontend_rule_cases();
 /// Cases of the communication-backend and runtime rules (DEEPEP-*, HYBRIDEP-*, TE-*, RUNTIME-*).
 std::vector<RuleCase> backend_rule_cases();
+/// Cases of the recompute and CUDA-graph scope rules and the knobs beside them (rule_cases_layers.cpp).
+std::vector<RuleCase> layer_rule_cases();
 
 }  // namespace epo::planner::test

@@ -200,6 +200,19 @@ std::vector<RuleCase> layer_rule_cases() {
          c.opt.delay_wgrad_compute = false;
          c.opt.overlap_dispatch_backward_with_experts_wgrad = true;
        }},
+      {"MLM-RECOMPUTE-SELECTIVE-METHOD",
+       [](Config& c, ValidationContext& x) {
+         x.frontend = Frontend::mlm;
+         no_overlap(c);
+         selective(c, {"moe_act"});
+         c.opt.recompute_method = "uniform";
+       },
+       [](Config& c, ValidationContext& x) {
+         no_overlap(c);
+         selective(c, {"moe_act"});
+         c.opt.recompute_method = "uniform";  // Megatron-Core alone does not mind
+         x.frontend = Frontend::bridge;
+       }},
       {"MCORE-SMS-CONFLICT",
        [](Config& c, ValidationContext&) {
          c.opt.deepep_num_sms = 20;

@@ -137,6 +137,7 @@ std::vector<RuleCase> mcore_rule_cases() {
       {"MCORE-SHARED-EXPERT-OVERLAP-DISPATCHER",
        [](Config& c, ValidationContext&) {
          no_overlap(c);
+         c.model.shared_expert_ffn_hidden_size = 1024;  // Megatron checks only with a shared expert
          c.opt.moe_shared_expert_overlap = true;
          c.opt.dispatcher = Dispatcher::allgather;
        },
