@@ -55,6 +55,10 @@ model::Config config_from_bridge_overrides(const model::Config& base, const std:
         report.read.push_back("mixed_precision");
         continue;
       }
+      if (key.size() >= 8 && key.compare(key.size() - 8, 8, "_target_") == 0) {
+        report.ignored.push_back(key);  // Hydra's class to build, not a setting
+        continue;
+      }
       const std::string dest = dest_of_key(key);
       if (dest.empty() || !(is_table_argument(dest) || is_known_megatron_argument(dest))) {
         unknown_keys.push_back(key);

@@ -113,6 +113,8 @@ const std::vector<Row>& table_rows() {
       {"pipeline_model_parallel_layout", layout},
       {"decoder_first_pipeline_num_layers", [](S& s, const V& v) { s.c.par.first_stage_layers = to_int(v); }},
       {"decoder_last_pipeline_num_layers", [](S& s, const V& v) { s.c.par.last_stage_layers = to_int(v); }},
+      {"num_layers_in_first_pipeline_stage", [](S& s, const V& v) { s.c.par.first_stage_layers = to_int(v); }},
+      {"num_layers_in_last_pipeline_stage", [](S& s, const V& v) { s.c.par.last_stage_layers = to_int(v); }},
       {"account_for_embedding_in_pipeline_split",
        [](S& s, const V& v) { s.c.par.account_for_embedding_in_pipeline_split = v.boolean(); }},
       {"account_for_loss_in_pipeline_split",
