@@ -70,7 +70,7 @@ constexpr size_t kMaxCopyBytes = size_t{1} << 30;
 /// `bytes` each), median time in us. Buffers are allocated once and reused.
 double copy_bound_us(size_t bytes, cudaStream_t stream, const Timing& timing);
 
-/// Store/copy kernel limited to `blocks` blocks of 512 threads (as perf_anchors §7), 8 16-byte
+/// Store/copy kernel limited to `blocks` blocks of 512 threads (as the peer store kernel of bench_kernels_flex_nvlink), 8 16-byte
 /// loads in flight per thread: dst[i] = src[i] for `bytes` (multiple of 16). Works across GPUs
 /// when dst is a peer pointer.
 void launch_copy_kernel(void* dst, const void* src, size_t bytes, int blocks, cudaStream_t stream);

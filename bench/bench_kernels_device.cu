@@ -17,7 +17,7 @@ void cuda_check(cudaError_t status, const char* what);
 
 namespace {
 
-// The SM-limited copy of perf_anchors §6/§7: 512 threads per block, each thread loads 8 16-byte
+// The SM-limited copy of the contention samples (epo calibrate bench): 512 threads per block, each thread loads 8 16-byte
 // vectors before storing them, so a block keeps 64 KB in flight (a grid-stride loop with one
 // vector per step keeps ~8 KB and reached only 145 GB/s to an NVLink peer with 8 blocks where §7's
 // store kernel reached 353). Blocks take 64 KB tiles in turn; the tail is done vector by vector.

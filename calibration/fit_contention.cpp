@@ -22,7 +22,7 @@ Fit fit_contention(const HardwareProfile& hw, const Samples& s, ContentionLink l
   int skipped = 0;
   for (const auto& c : s.contention) {
     if (c.link != link) continue;
-    // The rate is defined while the communication runs inside the GEMMs' span (perf_anchors §6).
+    // The rate is defined while the communication runs inside the GEMMs' span (epo calibrate bench: contention samples).
     if (c.comm_alone_us >= c.gemm_alone_us || c.together_us < c.comm_alone_us) {
       ++skipped;
       continue;

@@ -63,7 +63,7 @@ struct ContentionSample {
   int comm_sms = 0;
   ContentionLink link = ContentionLink::local;
   double gemm_alone_us = 0, comm_alone_us = 0, together_us = 0;
-  /// Rate at which the GEMMs progress while the communication runs (perf_anchors §6):
+  /// Rate at which the GEMMs progress while the communication runs (epo calibrate bench: contention samples):
   /// (gemm_alone - (together - comm_alone)) / comm_alone.
   double compute_rate() const {
     return (gemm_alone_us - (together_us - comm_alone_us)) / comm_alone_us;

@@ -1,8 +1,8 @@
 #pragma once
 // The executor's own small kernels: seeded fills, element-wise adds, scaled row scatters for the
 // MoE backward, force-balanced routing, and the SM-limited copy kernel that is the local transport
-// between virtual ranks (perf_anchors §6: a copy holding a few SMs overlaps saturating GEMMs, a
-// plain copy does not). Launchers enqueue on `stream` and check the launch.
+// between virtual ranks (measured with epo calibrate bench: a copy holding a few SMs overlaps
+// saturating GEMMs, a plain copy does not). Launchers enqueue on `stream` and check the launch.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

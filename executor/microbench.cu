@@ -193,7 +193,7 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
           tick("transport local");
         }
     // Contention: GEMMs on one stream, a copy kernel holding comm_sms SMs launched first on the
-    // other (perf_anchors §6), each alone and together.
+    // other (a copy holding a few SMs beside saturating GEMMs), each alone and together.
     const int m = 4096;
     DeviceBuffer a(2LL * m * m, "contention A"), b(2LL * m * m, "contention B"),
         c(2LL * m * m, "contention C");

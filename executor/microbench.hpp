@@ -22,7 +22,7 @@
 //                     // over NVLink (the flex data path, without its flags and layouts)
 //   {"bench":"contention","comm_sms":..,"link":"local|nvlink","gemm_alone_us":..,
 //    "comm_alone_us":..,"together_us":..},  // comm kernel launched first on a second stream,
-//                                           // GEMMs on the first (perf_anchors §6-7)
+//                                           // GEMMs on the first (contention samples)
 //   {"bench":"launch","time_us":..},        // empty kernel, back-to-back, per launch
 //   {"bench":"host_sync","time_us":..}      // record event + cudaEventSynchronize round trip
 //  ]}

@@ -1,6 +1,6 @@
 // Calibration microbenchmarks across GPUs of one host (one host thread drives every GPU): NCCL
 // alltoall and the SM-limited peer store kernel (the flex data path) over message size and SMs,
-// and GEMM slowdown beside a peer store kernel over NVLink (perf_anchors §7).
+// and GEMM slowdown beside a peer store kernel over NVLink (bench/bench_kernels_flex_nvlink).
 #include <algorithm>
 #include <functional>
 #include <memory>

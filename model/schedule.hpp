@@ -1,7 +1,8 @@
 #pragma once
 // The op list of one training step for one pipeline rank, in host issue order: Megatron's
-// combined-1F1B schedule (reference megatron_ep_overlap.md §3.2-3.5, §4) or, for the baseline, the
-// same ops in plain (interleaved) 1F1B order. Built once and walked by both the simulator and the
+// combined-1F1B schedule (github.com/NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/
+// combined_1f1b.py, megatron/core/models/common/model_chunk_schedule_plan.py) or, for the
+// baseline, the same ops in plain (interleaved) 1F1B order. Built once and walked by both the simulator and the
 // GPU executor, so it holds only structure: what runs, on which stream, after what. No durations.
 #include <cstdint>
 #include <string>

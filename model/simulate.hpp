@@ -3,7 +3,8 @@
 // durations from the cost model: per pipeline rank one compute stream, one communication stream,
 // one gradient-reduce stream and a host that issues ops in program order. Time is integer ns.
 //
-// What it models (reference megatron_ep_overlap.md §3.4, perf_anchors.md §6-7):
+// What it models (Megatron-LM's megatron/core/pipeline_parallel/utils.py streams and events; the
+// contention samples of epo calibrate bench):
 //  - stream FIFO order and the micro-batch event chains of the schedule, cross-rank P2P waits;
 //  - host blocking points: the host issues a blocking op (and everything after it) only when the
 //    op's GPU predecessors are done, plus hw.host_sync_us;

@@ -1,8 +1,11 @@
 #pragma once
 // The rules Megatron-Core, Megatron-LM, Megatron-Bridge, DeepEP, HybridEP and Transformer Engine
-// apply to an expert-parallel overlap configuration (reference megatron_ep_overlap.md §2), plus
-// warnings for settings that run but lose the benefit (§1.3, §7, §8). Each rule carries its id,
-// severity, source and the versions it applies to; validate() reports every violation at once.
+// apply to an expert-parallel overlap configuration (github.com/NVIDIA/Megatron-LM
+// megatron/core/transformer/transformer_config.py __post_init__, megatron/training/arguments.py;
+// Megatron-Bridge src/megatron/bridge/training/comm_overlap.py), plus warnings for settings that
+// run but lose the benefit (environment, recommended settings, reported issues). Each rule
+// carries its id, severity, source and the versions it applies to; validate() reports every
+// violation at once.
 #include <functional>
 #include <string>
 #include <vector>
