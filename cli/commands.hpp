@@ -16,6 +16,9 @@ void add_validate(CLI::App& app, Runner& run);
 void add_plan(CLI::App& app, Runner& run);
 void add_run(CLI::App& app, Runner& run);
 void add_calibrate(CLI::App& app, Runner& run);
+/// `epo check-log` and `epo diff` (cmd_check_log.cpp, cmd_diff.cpp).
+void add_check_log(CLI::App& app, Runner& run);
+void add_diff(CLI::App& app, Runner& run);
 /// Today's date (UTC, YYYY-MM-DD), for the provenance of fitted profiles.
 std::string today_utc();
 

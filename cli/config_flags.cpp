@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "cli/ingest_flags.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/limits.hpp"
@@ -43,6 +44,10 @@ bool file_sets_option(const ConfigFlags& f, const char* key) {
 void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   f.app = &sub;
   sub.add_option("--config", f.config_file, "configuration or plan JSON file (flags override it)");
+  sub.add_option("--mlm-args", f.mlm_args_file,
+                 "Megatron-LM command line or launch script (FILE, or - for stdin); flags override it");
+  sub.add_option("--bridge-overrides", f.bridge_file,
+                 "Megatron-Bridge overrides (key=value, +key, ~key) applied on top");
   sub.add_option("--profile", f.profile_file, "hardware profile JSON (preset or calibrated)");
   sub.add_option("--model", f.model, "model preset (deepseek-v3, qwen3-30b-a3b, ...)");
   sub.add_option("--hardware", f.hardware, "hardware preset (h100-sxm, h200-sxm, b200, gb200-nvl72)");
@@ -119,7 +124,9 @@ model::Config build_config(const ConfigFlags& f) {
     c.par.ep = std::min(f.ep, std::max(1, c.model.num_experts));
     c.par.global_batch_size = f.gbs;
   }
-  const bool file = !f.config_file.empty();
+  if (!f.mlm_args_file.empty()) c = apply_mlm_args_file(c, f.mlm_args_file);
+  if (!f.bridge_file.empty()) c = apply_bridge_file(c, f.bridge_file);
+  const bool file = !f.config_file.empty() || !f.mlm_args_file.empty() || !f.bridge_file.empty();
   auto use = [&](const char* name) { return !file || given(f, name); };
   if (file && given(f, "--model")) {
     c.model_name = f.model;

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   epo::cli::add_plan(app, run);
   epo::cli::add_predict(app, run);
   epo::cli::add_validate(app, run);
+  epo::cli::add_check_log(app, run);
+  epo::cli::add_diff(app, run);
   epo::cli::add_run(app, run);
   epo::cli::add_calibrate(app, run);
   try {

@@ -1,0 +1,55 @@
+#include "cli/ingest_flags.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+
+#include "ingest/bridge_overrides.hpp"
+#include "ingest/mlm_args.hpp"
+#include "model/error.hpp"
+#include "model/json_file.hpp"
+
+namespace epo::cli {
+
+std::string read_text_input(const std::string& path) {
+  if (path != "-") return model::read_input_file(path);
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    text.append(buf, n);
+    EPO_REQUIRE_INPUT(text.size() <= model::kMaxInputFileBytes, "standard input: more than ",
+                      model::kMaxInputFileBytes, " bytes");
+  }
+  EPO_REQUIRE_INPUT(text.find('\0') == std::string::npos, "standard input: holds a NUL byte");
+  return text;
+}
+
+void print_read_report(const std::string& what, const ingest::ReadReport& r) {
+  std::fprintf(stderr, "epo: %s: %zu read, %zu ignored (no effect on the prediction), %zu unknown\n",
+               what.c_str(), r.read.size(), r.ignored.size(), r.unknown.size());
+  if (!r.unknown.empty()) {
+    std::string s;
+    for (const auto& u : r.unknown) s += (s.empty() ? "" : ", ") + u;
+    std::fprintf(stderr, "epo: warning: not known to EPO (not read): %s\n", s.c_str());
+  }
+  for (const auto& w : r.warnings) std::fprintf(stderr, "epo: warning: %s\n", w.c_str());
+}
+
+model::Config apply_mlm_args_file(const model::Config& base, const std::string& path) {
+  ingest::ReadReport r;
+  const std::string source = path == "-" ? "standard input" : path;
+  model::Config c = ingest::config_from_mlm_args(base, read_text_input(path), source, r);
+  print_read_report("Megatron-LM arguments " + source, r);
+  return c;
+}
+
+model::Config apply_bridge_file(const model::Config& base, const std::string& path) {
+  ingest::ReadReport r;
+  const std::string source = path == "-" ? "standard input" : path;
+  model::Config c = ingest::config_from_bridge_overrides(base, read_text_input(path), source, r);
+  print_read_report("Bridge overrides " + source, r);
+  return c;
+}
+
+}  // namespace epo::cli
