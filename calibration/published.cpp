@@ -230,6 +230,19 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
     if (r.model_preset == "deepseek-v3" || r.model_preset == "moonlight-16b-a3b")
       o.adam_moments_bf16 = true;
   }
+  // FP8 recipe by label (FP8-CS and the 26.x H100 "FP8" rows: per-tensor current scaling).
+  // Bridge's tensorwise and MXFP8 presets and the ModelZoo's MXFP8 script keep the primary weights
+  // in FP8 (fp8_param_gather); the ModelZoo's also bf16 Adam moments (precision-aware optimizer).
+  if (o.precision == model::Precision::fp8) {
+    o.fp8_recipe = contains(prec, "mx")      ? model::Fp8Recipe::mxfp8
+                   : contains(prec, "block") ? model::Fp8Recipe::blockwise
+                                             : model::Fp8Recipe::tensorwise;
+    const bool bridge = r.source_type.rfind("megatron-bridge", 0) == 0;
+    const bool zoo_mx =
+        r.source_type == "megatron-moe-modelzoo" && o.fp8_recipe == model::Fp8Recipe::mxfp8;
+    o.fp8_param_gather = (bridge && o.fp8_recipe != model::Fp8Recipe::blockwise) || zoo_mx;
+    if (zoo_mx) o.adam_moments_bf16 = true;
+  }
   // The recipe's pipeline layout ("Et*4|(t*4|)*14tmL (note)": the string before the note).
   std::string layout = str_field(os, "pipeline_layout");
   layout = layout.substr(0, layout.find(' '));

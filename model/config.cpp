@@ -21,6 +21,7 @@ E parse_enum(const std::string& s, const std::string& where, const char* const (
 constexpr const char* kDispatchers[] = {"allgather", "alltoall", "flex"};
 constexpr const char* kBackends[] = {"deepep", "hybridep"};
 constexpr const char* kPrecisions[] = {"bf16", "fp8"};
+constexpr const char* kFp8Recipes[] = {"auto", "tensorwise", "delayed", "mxfp8", "blockwise"};
 constexpr const char* kParamsDtypes[] = {"bf16", "fp16", "fp32"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
@@ -32,6 +33,7 @@ constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams
 const char* to_string(Dispatcher d) { return kDispatchers[static_cast<int>(d)]; }
 const char* to_string(FlexBackend b) { return kBackends[static_cast<int>(b)]; }
 const char* to_string(Precision p) { return kPrecisions[static_cast<int>(p)]; }
+const char* to_string(Fp8Recipe r) { return kFp8Recipes[static_cast<int>(r)]; }
 const char* to_string(ParamsDtype d) { return kParamsDtypes[static_cast<int>(d)]; }
 const char* to_string(RecomputeGranularity g) { return kRecompute[static_cast<int>(g)]; }
 const char* to_string(CudaGraphImpl i) { return kGraphImpls[static_cast<int>(i)]; }
@@ -46,6 +48,9 @@ FlexBackend parse_flex_backend(const std::string& s, const std::string& w) {
 }
 Precision parse_precision(const std::string& s, const std::string& w) {
   return parse_enum<Precision>(s, w, kPrecisions);
+}
+Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& w) {
+  return parse_enum<Fp8Recipe>(s, w, kFp8Recipes);
 }
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& w) {
   return parse_enum<ParamsDtype>(s, w, kParamsDtypes);

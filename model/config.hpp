@@ -12,6 +12,9 @@ namespace epo::model {
 enum class Dispatcher { allgather, alltoall, flex };
 enum class FlexBackend { deepep, hybridep };
 enum class Precision { bf16, fp8 };
+/// FP8 scaling recipe (Megatron's --fp8-recipe): what Transformer Engine keeps of a quantized
+/// tensor. auto: mxfp8 on Blackwell, tensorwise before (what Bridge's FP8 presets run).
+enum class Fp8Recipe { automatic, tensorwise, delayed, mxfp8, blockwise };
 /// Dtype of the model parameters (Megatron's bf16 / fp16 flags; fp32 = neither). FP8 runs on top
 /// of bf16 or fp16 parameters.
 enum class ParamsDtype { bf16, fp16, fp32 };
@@ -82,6 +85,10 @@ struct Options {
   std::vector<std::string> cuda_graph_modules;  ///< attn, mlp, moe, moe_router, moe_preprocess
   int cuda_device_max_connections = 32;
   Precision precision = Precision::bf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::automatic;
+  /// Primary weights kept in FP8 (--fp8-param-gather; Bridge's tensorwise and MXFP8 presets set
+  /// it): the GEMM weights have no bf16 copy. Memory only.
+  bool fp8_param_gather = false;
   ParamsDtype params_dtype = ParamsDtype::bf16;
   double attention_dropout = 0.0;  ///< Megatron's default is 0.1; MoE recipes set 0
   double hidden_dropout = 0.0;     ///< likewise
@@ -143,6 +150,7 @@ struct Config {
 const char* to_string(Dispatcher d);
 const char* to_string(FlexBackend b);
 const char* to_string(Precision p);
+const char* to_string(Fp8Recipe r);
 const char* to_string(ParamsDtype d);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(CudaGraphImpl i);
@@ -153,6 +161,7 @@ const char* to_string(ExpertGemm g);
 Dispatcher parse_dispatcher(const std::string& s, const std::string& where);
 FlexBackend parse_flex_backend(const std::string& s, const std::string& where);
 Precision parse_precision(const std::string& s, const std::string& where);
+Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where);
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);

@@ -179,6 +179,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.cuda_device_max_connections = o.get_int(
         "cuda_device_max_connections", 32, limits::kMaxConnections.min, limits::kMaxConnections.max);
     op.precision = parse_precision(o.get_string("precision", "bf16"), w("precision"));
+    op.fp8_recipe = parse_fp8_recipe(o.get_string("fp8_recipe", "auto"), w("fp8_recipe"));
+    op.fp8_param_gather = o.get_bool("fp8_param_gather", false);
     op.params_dtype = parse_params_dtype(o.get_string("params_dtype", "bf16"), w("params_dtype"));
     op.attention_dropout = o.get_double("attention_dropout", 0.0, 0.0, 1.0);
     op.hidden_dropout = o.get_double("hidden_dropout", 0.0, 0.0, 1.0);
@@ -255,6 +257,8 @@ nlohmann::json to_json(const Config& c) {
       {"cuda_graph_modules", o.cuda_graph_modules},
       {"cuda_device_max_connections", o.cuda_device_max_connections},
       {"precision", to_string(o.precision)},
+      {"fp8_recipe", to_string(o.fp8_recipe)},
+      {"fp8_param_gather", o.fp8_param_gather},
       {"params_dtype", to_string(o.params_dtype)},
       {"attention_dropout", o.attention_dropout},
       {"hidden_dropout", o.hidden_dropout},

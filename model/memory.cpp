@@ -294,6 +294,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
   const double grad_bytes = o.grad_reduce_in_fp32 ? 4.0 : 2.0;
   const double state_bytes = 4.0 + 2 * (o.adam_moments_bf16 ? 2.0 : 4.0);
   const double buffers = dispatcher_buffers(cfg);
+  const double fp8_per_param = detail::fp8_weight_bytes_per_param(cfg);
 
   MemoryBreakdown best;
   best.stage_total_bytes.assign(static_cast<std::size_t>(p.pp), 0.0);
@@ -301,8 +302,11 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     MemoryBreakdown mb;
     const RankParams rp = rank_params(cfg, pl, r);
     const double params = rp.dense + rp.expert;
-    mb.weights_bytes = 2.0 * params;
-    if (o.precision == Precision::fp8) mb.fp8_weight_bytes = 2.0 * rp.gemm;
+    // FP8: TE's quantized weights beside the bf16 parameters, or instead of them for the GEMM
+    // weights with fp8_param_gather (the norms, router, embedding and output layer stay bf16).
+    const bool fp8_primary = o.precision == Precision::fp8 && o.fp8_param_gather;
+    mb.weights_bytes = 2.0 * (params - (fp8_primary ? rp.gemm : 0.0));
+    mb.fp8_weight_bytes = fp8_per_param * rp.gemm;
     mb.gradients_bytes = grad_bytes * params;
     mb.optimizer_bytes = o.distributed_optimizer
                              ? state_bytes * (rp.dense / dense_dp + rp.expert / expert_dp)

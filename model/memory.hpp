@@ -12,8 +12,8 @@
 namespace epo::model {
 
 struct MemoryBreakdown {
-  double weights_bytes = 0;      ///< bf16 parameters
-  double fp8_weight_bytes = 0;   ///< FP8 weight copies (data + transpose) kept by TE
+  double weights_bytes = 0;      ///< bf16 parameters (GEMM weights not with fp8_param_gather)
+  double fp8_weight_bytes = 0;   ///< TE's quantized GEMM weights (data, transpose/scales)
   double gradients_bytes = 0;    ///< gradient buffers (fp32, or bf16 without grad_reduce_in_fp32)
   double optimizer_bytes = 0;    ///< fp32 master weights + Adam moments (sharded)
   double activations_bytes = 0;  ///< all micro-batches alive at the peak

@@ -8,6 +8,9 @@
 //   moe_act       routed experts' activation output (fc2 input)
 //   shared_experts shared experts' fc1 and activation outputs
 //   moe           the whole MoE block but its input
+// With FP8, TE keeps a GEMM's input quantized (gemm_input_bytes); Megatron has linear_proj and the
+// shared experts' fc1 keep the bf16 tensor already saved by flash attention and by the router
+// (save_original_input, all recipes but delayed), so those two add no quantized copy.
 #include <algorithm>
 
 #include "model/cost_detail.hpp"
@@ -17,7 +20,7 @@ namespace epo::model::detail {
 
 namespace {
 
-constexpr double kAct = 2.0;  // bf16 activations (TE's FP8 saves on Hopper: data + transpose)
+constexpr double kAct = 2.0;  // bf16 activations
 
 bool selective(const Options& o, const char* name) {
   return o.recompute_granularity == RecomputeGranularity::selective &&
@@ -33,20 +36,28 @@ struct Part {
   }
 };
 
+bool fp8(const Config& cfg) {
+  return cfg.opt.precision == Precision::fp8;
+}
+
 Part attention(const Config& cfg, double hs) {
   const ModelSpec& m = cfg.model;
   const Options& o = cfg.opt;
   const double S = static_cast<double>(cfg.tokens_per_microbatch()), tp = cfg.par.tp;
   const double sp = cfg.par.sequence_parallel ? tp : 1.0;
+  const double q = gemm_input_bytes(cfg), elems = hs / kAct;
+  const bool mla = m.attention == AttentionKind::mla;
   Part a;
   a.keep(hs, false);  // layer input (residual, input-norm input)
-  a.keep(hs, false);  // input-norm output, saved by the QKV (or down) projections
+  // Input-norm output, saved by the QKV projection; with MLA read by two down-projections, which
+  // share the bf16 tensor but each keep their own FP8 copy.
+  a.keep(fp8(cfg) && mla ? 2 * elems * q : elems * q, false);
   double qkv = 0, out = 0;
-  if (m.attention == AttentionKind::mla) {
+  if (mla) {
     const MlaSpec& l = m.mla;
     const double heads = m.num_attention_heads / tp;
-    // q/kv compressed (norm inputs) and their norm outputs (up-projection inputs).
-    a.keep(2.0 * S * (l.q_lora_rank + l.kv_lora_rank) / sp * kAct, false);
+    // q/kv compressed (the fused norms' inputs) and their norm outputs (up-projection inputs).
+    a.keep(S * (l.q_lora_rank + l.kv_lora_rank) / sp * (kAct + q), false);
     const bool up = selective(o, "mla_up_proj");
     qkv = S * heads * (2.0 * (l.qk_nope_head_dim + l.qk_rope_head_dim) + l.v_head_dim) * kAct;
     a.keep(qkv, up);  // query, key, value after fused RoPE (flash attention's inputs)
@@ -56,7 +67,8 @@ Part attention(const Config& cfg, double hs) {
     a.keep(qkv, false);
     out = S * m.num_attention_heads * m.head_dim / tp * kAct;
   }
-  a.keep(out, false);                                   // attention output (projection input)
+  a.keep(out, false);  // attention output (flash attention's, the projection's input)
+  if (fp8(cfg) && fp8_recipe(cfg) == Fp8Recipe::delayed) a.keep(out / kAct * q, false);
   a.keep(S * m.num_attention_heads / tp * 4.0, false);  // softmax statistics (fp32)
   a.keep(hs, false);                                    // residual after attention (pre-MLP norm)
   // Backward: gradients of q/k/v and the output, and the up-projection replay.
@@ -69,11 +81,12 @@ Part dense_mlp(const Config& cfg, double hs) {
   const double S = static_cast<double>(cfg.tokens_per_microbatch()), tp = cfg.par.tp;
   const double glu = m.gated_linear_unit ? 2.0 : 1.0;
   const bool rc = selective(cfg.opt, "mlp");
+  const double q = gemm_input_bytes(cfg);
   Part p;
-  p.keep(hs, rc);  // norm output (norm fused into fc1; fc1 saves it)
+  p.keep(hs / kAct * q, rc);  // norm output (norm fused into fc1; fc1 saves it)
   const double f = S * m.ffn_hidden_size / tp * kAct;
-  p.keep(f * glu, rc);  // fc1 output (activation input)
-  p.keep(f, rc);        // activation output (fc2 input)
+  p.keep(f * glu, rc);       // fc1 output (activation input)
+  p.keep(f / kAct * q, rc);  // activation output (fc2 input)
   p.backward = f * (glu + 1) + 2 * hs + (p.full - p.saved);
   return p;
 }
@@ -85,20 +98,22 @@ Part moe(const Config& cfg, double hs) {
   const double S = s.tokens, tp = cfg.par.tp, h = m.hidden_size;
   const double glu = m.gated_linear_unit ? 2.0 : 1.0;
   const bool all = selective(o, "moe");
+  const double q = gemm_input_bytes(cfg);
   Part p;
   // Norm output: router and dispatcher input; the checkpoint's input when `moe` is recomputed.
   p.keep(hs, !all && selective(o, "layernorm"));
   p.keep(s.moe_tokens * m.num_experts * 4.0 * 2, all);  // router logits and scores (fp32)
   const double P = s.recv_pairs, F = static_cast<double>(m.moe_ffn_hidden_size) / cfg.par.etp;
-  p.keep(P * h * kAct, all);                             // received tokens (fc1 input)
-  p.keep(P * F * glu * kAct, all);                       // fc1 output (activation input)
-  p.keep(P * F * kAct, all || selective(o, "moe_act"));  // activation output (fc2 input)
-  p.keep(P * 4.0, all);                                  // routing probabilities per pair
+  p.keep(P * h * q, all);                             // received tokens (fc1 input)
+  p.keep(P * F * glu * kAct, all);                    // fc1 output (activation input)
+  p.keep(P * F * q, all || selective(o, "moe_act"));  // activation output (fc2 input)
+  p.keep(P * 4.0, all);                               // routing probabilities per pair
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double fs = S * m.shared_expert_ffn_hidden_size / tp * kAct;
     const bool sh = all || selective(o, "shared_experts");
+    if (fp8(cfg) && fp8_recipe(cfg) == Fp8Recipe::delayed) p.keep(hs / kAct * q, sh);  // fc1 input
     p.keep(fs * glu, sh);
-    p.keep(fs, sh);
+    p.keep(fs / kAct * q, sh);
   }
   // alltoall: the permuted tokens and the received ones live together during the exchange.
   if (o.dispatcher != Dispatcher::flex) p.forward = s.moe_tokens * m.router_topk * h * kAct;
@@ -110,6 +125,29 @@ Part moe(const Config& cfg, double hs) {
 }
 
 }  // namespace
+
+Fp8Recipe fp8_recipe(const Config& cfg) {
+  if (cfg.opt.fp8_recipe != Fp8Recipe::automatic) return cfg.opt.fp8_recipe;
+  return cfg.hw.compute_capability_major >= 10 ? Fp8Recipe::mxfp8 : Fp8Recipe::tensorwise;
+}
+
+double gemm_input_bytes(const Config& cfg) {
+  if (!fp8(cfg)) return kAct;
+  const Fp8Recipe r = fp8_recipe(cfg);
+  return r == Fp8Recipe::mxfp8 || r == Fp8Recipe::blockwise ? 1.0 + 1.0 / 32 : 1.0;
+}
+
+double fp8_weight_bytes_per_param(const Config& cfg) {
+  if (!fp8(cfg)) return 0;
+  switch (fp8_recipe(cfg)) {
+    case Fp8Recipe::mxfp8:
+      return 2 * (1.0 + 1.0 / 32);
+    case Fp8Recipe::blockwise:  // both directions, one fp32 scale per 128 x 128 block
+      return 2.0;
+    default:  // per-tensor: Blackwell's GEMMs read the one copy either way
+      return cfg.hw.compute_capability_major >= 10 ? 1.0 : 2.0;
+  }
+}
 
 double hidden_state_bytes(const Config& cfg) {
   const double sp = cfg.par.sequence_parallel ? cfg.par.tp : 1.0;
@@ -126,6 +164,10 @@ LayerActivation layer_activation(const Config& cfg, LayerKind kind) {
   l.full = a.full + b.full;
   l.forward = std::max(a.forward, b.forward);
   l.backward = std::max(a.backward, b.backward);
+  if (cfg.opt.hidden_dropout > 0) {  // the two bias-dropout-adds keep their masks, 1 byte each
+    l.saved += 2 * hs / kAct;
+    l.full += 2 * hs / kAct;
+  }
   if (kind == LayerKind::mtp) {
     // Two norms (in and out), the concatenated projection input, and its output.
     l.saved += 6 * hs;
