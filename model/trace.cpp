@@ -49,7 +49,8 @@ void append_us(std::string& out, TimeNs ns) {
 }  // namespace
 
 std::string trace_json(const std::vector<TraceRecord>& records,
-                       const std::vector<TraceFlow>& flows, const std::string& title) {
+                       const std::vector<TraceFlow>& flows, const std::string& title,
+                       int baseline_first_pid) {
   std::string out;
   out.reserve(records.size() * 200 + flows.size() * 180 + 256);
   out += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"title\":\"";
@@ -71,9 +72,10 @@ std::string trace_json(const std::vector<TraceRecord>& records,
     for (int l = 0; l < kNumLanes; ++l) any = any || seen[rank * kNumLanes + l];
     if (!any) continue;
     sep();
+    const bool base = baseline_first_pid >= 0 && rank >= baseline_first_pid;
     std::snprintf(buf, sizeof buf,
-                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"pp rank %d\"}}",
-                  rank, rank);
+                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"%spp rank %d\"}}",
+                  rank, base ? "baseline 1F1B " : "", base ? rank - baseline_first_pid : rank);
     out += buf;
     sep();
     std::snprintf(buf, sizeof buf,
@@ -181,10 +183,41 @@ std::vector<TraceFlow> trace_flows(const PipelineSchedule& schedule) {
   return out;
 }
 
-void write_trace(const std::string& path, const SimResult& result, bool with_baseline) {
+namespace {
+
+/// Schedule step of each record of trace_records(schedule, ...), in the same order.
+void append_steps(const PipelineSchedule& schedule, std::vector<int>& steps) {
+  for (const auto& rank : schedule.ranks)
+    for (const auto& op : rank.ops) steps.push_back(op.step);
+}
+
+/// Keeps the records of the first `n` schedule steps (and no step-less ones past them).
+void keep_first_steps(int n, const std::vector<int>& steps, std::vector<TraceRecord>& records,
+                      std::vector<TraceFlow>& flows) {
+  std::vector<int> index(records.size(), -1);
+  std::vector<TraceRecord> kept;
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (steps[i] >= 0 && steps[i] < n) {
+      index[i] = static_cast<int>(kept.size());
+      kept.push_back(std::move(records[i]));
+    }
+  records = std::move(kept);
+  std::vector<TraceFlow> kept_flows;
+  for (const auto& f : flows)
+    if (index[f.from] >= 0 && index[f.to] >= 0) kept_flows.push_back({index[f.from], index[f.to]});
+  flows = std::move(kept_flows);
+}
+
+}  // namespace
+
+TraceWritten write_trace(const std::string& path, const SimResult& result, bool with_baseline,
+                         std::size_t max_bytes) {
   std::vector<TraceRecord> records = trace_records(result.schedule, result.run);
   std::vector<TraceFlow> flows = trace_flows(result.schedule);
+  std::vector<int> steps;
+  append_steps(result.schedule, steps);
   std::string title = result.run.overlapped ? "combined 1F1B (overlapped)" : "1F1B";
+  int baseline_pid = -1;
   if (with_baseline && result.run.overlapped) {
     std::vector<TraceRecord> base = trace_records(result.baseline_schedule, result.baseline);
     std::vector<TraceFlow> base_flows = trace_flows(result.baseline_schedule);
@@ -195,9 +228,37 @@ void write_trace(const std::string& path, const SimResult& result, bool with_bas
       records.push_back(std::move(b));
     }
     for (auto f : base_flows) flows.push_back({f.from + first, f.to + first});
+    append_steps(result.baseline_schedule, steps);
     title += "; baseline 1F1B from pid " + std::to_string(shift);
+    baseline_pid = shift;
   }
-  write_text_file(path, trace_json(records, flows, title));
+  // About 200 bytes per op and 180 per flow arrow (measured on the traces this writes).
+  auto estimate = [](std::size_t ops, std::size_t arrows) { return 200 * ops + 180 * arrows; };
+  TraceWritten w;
+  w.total_ops = records.size();
+  w.estimated_full_bytes = estimate(records.size(), flows.size());
+  for (int st : steps) w.total_steps = std::max(w.total_steps, st + 1);
+  w.steps = w.total_steps;
+  if (max_bytes > 0 && w.estimated_full_bytes > max_bytes) {
+    // The most steps whose ops fit, at the whole trace's mean bytes per op (arrows included).
+    const double per_op =
+        static_cast<double>(w.estimated_full_bytes) / static_cast<double>(records.size());
+    std::vector<std::size_t> ops_before(static_cast<std::size_t>(w.total_steps) + 1, 0);
+    for (int st : steps)
+      if (st >= 0) ++ops_before[static_cast<std::size_t>(st) + 1];
+    for (std::size_t i = 1; i < ops_before.size(); ++i) ops_before[i] += ops_before[i - 1];
+    w.steps = 1;
+    while (w.steps < w.total_steps &&
+           static_cast<double>(ops_before[static_cast<std::size_t>(w.steps) + 1]) * per_op <=
+               static_cast<double>(max_bytes))
+      ++w.steps;
+    keep_first_steps(w.steps, steps, records, flows);
+    title += "; first " + std::to_string(w.steps) + " of " + std::to_string(w.total_steps) +
+             " schedule steps per rank (size guard)";
+  }
+  w.ops = records.size();
+  write_text_file(path, trace_json(records, flows, title, baseline_pid));
+  return w;
 }
 
 namespace {
