@@ -12,10 +12,12 @@
 #include "calibration/profile_fit.hpp"
 #include "calibration/samples.hpp"
 #include "cli/commands.hpp"
+#include "cli/html_output.hpp"
 #include "executor/microbench.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_file.hpp"
+#include "report/progress.hpp"
 
 #ifndef EPO_GIT_REVISION
 #define EPO_GIT_REVISION "unknown"
@@ -36,7 +38,7 @@ namespace {
 
 struct BenchArgs {
   std::string out;
-  bool quick = false;
+  bool quick = false, progress = false;
   int gpus = 1, device = 0;
 };
 
@@ -46,7 +48,7 @@ struct FitArgs {
 };
 
 struct ReportArgs {
-  std::string profile, base, json;
+  std::string profile, base, json, html;
   std::vector<std::string> measurements;
 };
 
@@ -81,11 +83,13 @@ int run_bench(const BenchArgs& a) {
   std::fprintf(stderr, "epo calibrate bench: microbenchmarks on GPU %d (%d GPU(s))%s\n", a.device,
                a.gpus, a.quick ? ", quick" : "");
   nlohmann::json samples;
+  report::ProgressLine line(report::progress_enabled(a.progress), "epo calibrate bench", 0.0);
   try {
-    samples =
-        exec::run_calibration_benchmarks(opt, [](int done, int total, const std::string& what) {
-          std::fprintf(stderr, "  [%4d/%4d] %s\n", done, total, what.c_str());
+    samples = exec::run_calibration_benchmarks(
+        opt, [&line](int done, int total, const std::string& what) {
+          line.update(done, total, what);
         });
+    line.finish();
   } catch (const Error& e) {
     const std::string what = e.what();
     for (const char* sign :
@@ -133,7 +137,7 @@ int run_fit(const FitArgs& a) {
 int run_report(const ReportArgs& a) {
   std::vector<std::string> inputs = a.measurements;
   inputs.push_back(a.profile);
-  model::check_output_paths({a.json}, inputs);
+  model::check_output_paths({a.json, a.html}, inputs);
   const model::HardwareProfile profile = model::load_profile_file(a.profile);
   std::vector<calib::MeasuredRun> runs;
   for (const auto& f : a.measurements) runs.push_back(calib::load_measurement_file(f));
@@ -145,6 +149,7 @@ int run_report(const ReportArgs& a) {
               a.profile.c_str());
   std::fputs(calib::accuracy_report_text(rep).c_str(), stdout);
   if (!a.json.empty()) model::write_json_file(a.json, calib::to_json(rep));
+  if (!a.html.empty()) write_html_report(a.html, calib::to_json(rep));
   return 0;
 }
 
@@ -162,6 +167,8 @@ void add_calibrate(CLI::App& app, Runner& run) {
   b->add_flag("--quick", bench->quick, "fewer sizes and repetitions");
   b->add_option("--gpus", bench->gpus, "GPUs to use (>= 2 measures NCCL and flex over NVLink)");
   b->add_option("--device", bench->device, "first GPU");
+  b->add_flag("--progress", bench->progress,
+              "progress line on stderr even when it is not a terminal");
   b->callback([bench, &run] { run = [bench] { return run_bench(*bench); }; });
 
   auto fit = std::make_shared<FitArgs>();
@@ -180,6 +187,8 @@ void add_calibrate(CLI::App& app, Runner& run) {
       ->required();
   r->add_option("--base", rep->base, "preset for 'before' (default: each run's hardware)");
   r->add_option("--json", rep->json, "also write the report as JSON");
+  r->add_option("--html", rep->html,
+                "also write an HTML page: predicted against measured per metric, before and after");
   r->callback([rep, &run] { run = [rep] { return run_report(*rep); }; });
 
   add_calibrate_published(*cal, run);

@@ -8,6 +8,7 @@
 #include "calibration/published.hpp"
 #include "calibration/published_fit.hpp"
 #include "cli/commands.hpp"
+#include "cli/html_output.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_file.hpp"
@@ -21,7 +22,7 @@ struct PublishedArgs {
   std::vector<std::string> profiles;  ///< cluster profiles replacing the presets, by name
   std::vector<std::string> hold_out;  ///< model presets held out of the fit
   std::vector<std::string> pairs;     ///< published A/B pairs files
-  std::string json, out_dir, date;
+  std::string json, out_dir, date, html;
   bool fast = false, fit = false, datasheet = false;
 };
 
@@ -40,7 +41,7 @@ int run_published(const PublishedArgs& a) {
                     "epo calibrate published: --fit starts from the datasheet presets; "
                     "--profile is for reporting a fitted profile");
   EPO_REQUIRE_INPUT(a.out_dir.empty() || a.fit, "epo calibrate published: --out-dir needs --fit");
-  model::check_output_paths({a.json}, a.inputs);  // before any work, never an input
+  model::check_output_paths({a.json, a.html}, a.inputs);  // before any work, never an input
   calib::ClusterMap clusters;
   clusters.datasheet_only = a.datasheet || a.fit;
   for (const auto& f : a.profiles) {
@@ -84,6 +85,7 @@ int run_published(const PublishedArgs& a) {
               rows.size(), a.inputs.size(), rep.unsupported, a.fast ? "; fast path" : "");
   std::fputs(calib::published_report_text(rep).c_str(), stdout);
   if (!a.json.empty()) model::write_json_file(a.json, calib::to_json(rep));
+  if (!a.html.empty()) write_html_report(a.html, calib::to_json(rep));
   return 0;
 }
 
@@ -103,6 +105,8 @@ void add_calibrate_published(CLI::App& cal, Runner& run) {
   p->add_option("--pairs", args->pairs,
                 "published A/B pairs (JSON lines with a_id, b_id and their iteration times)");
   p->add_option("--json", args->json, "also write {\"rows\": [...], \"summary\": {...}}");
+  p->add_option("--html", args->html,
+                "also write an HTML page: predicted against published per figure, A/B pairs");
   p->add_flag("--fast", args->fast, "steady-state fast path instead of the full simulation");
   p->add_flag("--fit", args->fit,
               "fit each cluster's profile on the rows of the models not held out, then report");

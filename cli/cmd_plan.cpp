@@ -1,15 +1,13 @@
 // epo plan: search the layouts and options for the fastest plan that fits, explain why it wins,
 // and emit it as Megatron-Bridge overrides, Megatron-LM arguments, environment or plan JSON.
 // With no arguments: Qwen3-30B-A3B on 16 H100.
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
+#include "cli/html_output.hpp"
 #include "cli/planner_flags.hpp"
 #include "cli/predict_report.hpp"
 #include "model/config_io.hpp"
@@ -17,8 +15,10 @@
 #include "model/json_file.hpp"
 #include "model/result_bounds.hpp"
 #include "planner/emit.hpp"
+#include "planner/explain.hpp"
 #include "planner/report.hpp"
 #include "planner/search.hpp"
+#include "report/progress.hpp"
 
 namespace epo::cli {
 
@@ -27,9 +27,9 @@ namespace {
 struct PlanArgs {
   ConfigFlags cfg;
   ContextFlags ctx;
-  std::string layout, emit, out;
+  std::string layout, emit, out, html;
   int top = 10, threads = 0;
-  bool exhaustive = false;
+  bool exhaustive = false, progress = false;
 };
 
 bool given(const ConfigFlags& f, const char* name) {
@@ -90,40 +90,48 @@ model::Config base_config(PlanArgs& a) {
   return c;
 }
 
-/// A progress bar on stderr, only on a terminal and only once the search has run for a second.
-std::function<void(long long, long long)> progress_bar() {
-  if (!isatty(fileno(stderr))) return {};
-  const auto t0 = std::chrono::steady_clock::now();
-  auto shown = std::make_shared<bool>(false);
-  auto last_pct = std::make_shared<int>(-1);
-  return [t0, shown, last_pct](long long done, long long total) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s < 1.0 && !*shown) return;
-    if (done >= total) {
-      if (*shown) std::fprintf(stderr, "\r%70s\r", "");
-      return;
-    }
-    const int pct = total > 0 ? static_cast<int>(100 * done / total) : 0;
-    if (pct == *last_pct) return;
-    *last_pct = pct;
-    *shown = true;
-    const int width = 40;
-    const int fill = total > 0 ? static_cast<int>(width * done / total) : 0;
-    std::string bar(static_cast<size_t>(fill), '=');
-    bar.resize(width, ' ');
-    std::fprintf(stderr, "\r[%s] %3d%% %lld/%lld candidates", bar.c_str(), pct, done, total);
-    std::fflush(stderr);
-  };
+nlohmann::json plan_row(const planner::Plan& p) {
+  return {{"key", p.key}, {"step_time_us", p.pred.step_time_us},
+          {"exposed_comm_us", p.pred.exposed_comm_us},
+          {"tokens_per_s_per_gpu", p.pred.tokens_per_s_per_gpu}, {"mfu", p.pred.mfu},
+          {"memory_bytes", p.pred.memory.total_bytes}};
+}
+
+/// The winner against the reference plans and the runners-up, op by op (planner/explain.hpp).
+nlohmann::json comparisons_json(const planner::SearchResult& r, nlohmann::json& references) {
+  const planner::Plan& w = r.top.front();
+  std::vector<std::pair<const planner::Plan*, std::string>> refs;
+  if (r.has_alltoall_no_overlap && r.best_alltoall_no_overlap.order != w.order)
+    refs.push_back({&r.best_alltoall_no_overlap, "best alltoall plan without overlap"});
+  if (r.has_same_layout_baseline && r.same_layout_baseline.order != w.order)
+    refs.push_back({&r.same_layout_baseline, "same layout, alltoall, no overlap"});
+  if (r.has_other_dispatcher) refs.push_back({&r.best_other_dispatcher, "best other dispatcher"});
+  for (const auto& [p, label] : refs)
+    references.push_back({{"label", label}, {"plan", plan_row(*p)}});
+  for (size_t i = 1; i < r.top.size() && i < 3; ++i)
+    refs.push_back({&r.top[i], "runner-up #" + std::to_string(i + 1)});
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [p, label] : refs) {
+    const planner::Comparison c = planner::compare_plans(w, *p, label);
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& op : c.ops)
+      ops.push_back(
+          {{"name", op.name}, {"reference_us", op.reference_us}, {"winner_us", op.winner_us}});
+    out.push_back({{"label", label}, {"reference_key", c.reference_key},
+                   {"step_delta_us", c.step_delta_us}, {"hidden_us", c.hidden_us},
+                   {"tokens_gain", c.tokens_gain}, {"differences", c.differences}, {"ops", ops}});
+  }
+  return out;
 }
 
 nlohmann::json search_json(const planner::SearchSpec& spec, const planner::SearchResult& r) {
   nlohmann::json rejected = nlohmann::json::object();
   for (const auto& [k, v] : r.rejected) rejected[k] = v;
-  nlohmann::json top = nlohmann::json::array();
-  for (const auto& p : r.top)
-    top.push_back({{"key", p.key}, {"step_time_us", p.pred.step_time_us},
-                   {"tokens_per_s_per_gpu", p.pred.tokens_per_s_per_gpu},
-                   {"memory_bytes", p.pred.memory.total_bytes}});
+  nlohmann::json top = nlohmann::json::array(), pareto = nlohmann::json::array();
+  for (const auto& p : r.top) top.push_back(plan_row(p));
+  for (const auto& p : r.pareto) pareto.push_back(plan_row(p));
+  nlohmann::json references = nlohmann::json::array();
+  const nlohmann::json comparisons = comparisons_json(r, references);
   return {{"rank", 1},
           {"key", r.top.front().key},
           {"ranked_by", "tokens_per_s_per_gpu, ties by generation order"},
@@ -134,6 +142,10 @@ nlohmann::json search_json(const planner::SearchSpec& spec, const planner::Searc
           {"seconds", r.seconds},
           {"rejected", rejected},
           {"top", top},
+          {"pareto", pareto},
+          {"references", references},
+          {"comparisons", comparisons},
+          {"capacity_bytes", r.top.front().pred.memory.capacity_bytes},
           {"context",
            {{"megatron", planner::to_string(spec.ctx.megatron)},
             {"te", planner::to_string(spec.ctx.te)},
@@ -149,7 +161,7 @@ int run_plan(PlanArgs& a) {
   EPO_REQUIRE_INPUT(a.top >= 1 && a.top <= 1000, "--top = ", a.top, " is out of range (1..1000)");
   EPO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= 256, "--threads = ", a.threads,
                     " is out of range (0..256)");
-  model::check_output_paths({a.out}, {a.cfg.config_file, a.cfg.profile_file});
+  model::check_output_paths({a.out, a.html}, {a.cfg.config_file, a.cfg.profile_file});
   planner::SearchSpec spec;
   spec.base = base_config(a);
   spec.ctx = build_context(a.ctx, a.cfg);
@@ -160,7 +172,7 @@ int run_plan(PlanArgs& a) {
   spec.top_n = a.top;
   spec.threads = a.threads;
   spec.exhaustive = a.exhaustive;
-  spec.progress = progress_bar();
+  spec.progress = report::progress_callback(a.progress, "epo plan: candidates");
   const planner::SearchResult r = planner::search(spec);
   const bool emit_to_stdout = !a.emit.empty() && a.out.empty();
   if (r.top.empty()) {
@@ -168,10 +180,13 @@ int run_plan(PlanArgs& a) {
     throw Error(ErrorKind::rejected, planner::infeasible_advice(r, spec), __FILE__, __LINE__);
   }
   if (!emit_to_stdout) std::printf("%s", planner::format_search_report(spec, r).c_str());
-  if (a.emit.empty()) return 0;
-
   const planner::Plan& w = r.top.front();
   model::check_prediction(w.pred);
+  if (!a.html.empty())
+    write_html_report(a.html, planner::emit_plan_json(w.cfg, prediction_json(w.cfg, w.pred),
+                                                      search_json(spec, r)));
+  if (a.emit.empty()) return 0;
+
   const auto errors = planner::validate_errors(w.cfg, spec.ctx);
   if (!errors.empty())
     throw EPO_RUNTIME_ERROR("internal: the chosen plan violates ", errors.front().id);
@@ -208,6 +223,9 @@ void add_plan(CLI::App& app, Runner& run) {
                 "evaluate every candidate before filtering (slow; the reference for the fast search)");
   sub->add_option("--emit", args->emit, "write the chosen plan: bridge|mlm|env|json");
   sub->add_option("--out", args->out, "file for --emit (written whole or not at all)");
+  sub->add_option("--html", args->html, "also write the plan as an HTML page (epo report)");
+  sub->add_flag("--progress", args->progress,
+                "progress line on stderr even when it is not a terminal");
   sub->callback([&run, args] { run = [args] { return run_plan(*args); }; });
 }
 

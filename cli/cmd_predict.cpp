@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
+#include "cli/html_output.hpp"
 #include "cli/predict_report.hpp"
 #include "cli/report_format.hpp"
 #include "model/config_io.hpp"
@@ -16,6 +17,8 @@
 #include "model/result_bounds.hpp"
 #include "model/simulate.hpp"
 #include "model/trace.hpp"
+#include "report/progress.hpp"
+#include "report/timeline_json.hpp"
 
 namespace epo::cli {
 
@@ -24,9 +27,9 @@ namespace {
 struct PredictArgs {
   ConfigFlags cfg;
   std::string json_path;
-  std::string trace_path;
-  bool trace_baseline = false;
-  bool fast = false;
+  std::string trace_path, html_path;
+  bool trace_baseline = false, trace_full = false;
+  bool fast = false, progress = false;
 };
 
 nlohmann::json op_json(const model::OpCost& op) {
@@ -152,11 +155,17 @@ void add_predict(CLI::App& app, Runner& run) {
                   "write the simulated timeline as Chrome trace-event JSON (Perfetto)");
   sub->add_flag("--trace-baseline", args->trace_baseline,
                 "with --trace: add the non-overlapped baseline as further processes");
+  sub->add_flag("--trace-full", args->trace_full,
+                "with --trace: write the whole step even above the 64 MiB size guard");
   sub->add_flag("--fast", args->fast, "use the steady-state fast path instead of the simulation");
+  sub->add_option("--html", args->html_path,
+                  "also write an HTML page: timeline, op breakdown, memory (as epo report)");
+  sub->add_flag("--progress", args->progress,
+                "progress line on stderr even when it is not a terminal");
   sub->callback([args, &run] {
     run = [args] {
       // Outputs are checked before any work, so that nothing is written after an input error.
-      model::check_output_paths({args->json_path, args->trace_path},
+      model::check_output_paths({args->json_path, args->trace_path, args->html_path},
                                 {args->cfg.config_file, args->cfg.profile_file});
       const model::Config cfg = build_config(args->cfg);
       // The full simulation holds every op of the step; above its bound the fast path answers.
@@ -166,6 +175,9 @@ void add_predict(CLI::App& app, Runner& run) {
                         model::limits::kMaxSimulatedOps,
                         " (2^22) ops (allowed: --trace for smaller steps; lower gbs)");
       const bool fast = args->fast || too_big;
+      // A long simulation shows its elapsed time on a terminal (nothing in piped output).
+      auto ticker = std::make_unique<report::ProgressTicker>(
+          report::progress_enabled(args->progress), "epo predict: simulating the step");
       const model::Prediction p =
           model::predict(cfg, fast ? model::PredictMode::fast : model::PredictMode::full);
       model::check_prediction(p);
@@ -173,19 +185,36 @@ void add_predict(CLI::App& app, Runner& run) {
         std::printf("note: about %lld ops in this step, above the full simulation's bound of "
                     "%lld (2^22); predicted with the fast path\n",
                     model::estimated_schedule_ops(cfg), model::limits::kMaxSimulatedOps);
-      print_prediction(cfg, p);
+      nlohmann::json record = prediction_json(cfg, p);
       // The timeline: one steady-state layer step per stream, and the trace file.
       if (!fast || !args->trace_path.empty()) {
         const model::SimResult sim = model::simulate_config(cfg);
+        ticker.reset();
+        record["timeline"] = report::timeline_json(sim);
+        print_prediction(cfg, p);
         const std::string ascii = model::ascii_layer_step(sim.schedule, sim.run);
         if (!ascii.empty()) std::printf("\nTimeline (simulated)\n%s", ascii.c_str());
         if (!args->trace_path.empty()) {
-          model::write_trace(args->trace_path, sim, args->trace_baseline);
+          const model::TraceWritten w =
+              model::write_trace(args->trace_path, sim, args->trace_baseline,
+                                 args->trace_full ? 0 : model::kMaxTraceBytes);
+          if (w.cut())
+            std::fprintf(stderr,
+                         "epo predict: warning: the whole step's trace would be about %.0f MB, "
+                         "above the %zu MiB guard; wrote the first %d of %d schedule steps per "
+                         "rank (%zu of %zu ops). --trace-full writes all; --html draws the "
+                         "timeline without a trace file\n",
+                         w.estimated_full_bytes / 1e6, model::kMaxTraceBytes >> 20, w.steps,
+                         w.total_steps, w.ops, w.total_ops);
           std::printf("\ntrace written to %s (%zu ops; open in ui.perfetto.dev)\n",
-                      args->trace_path.c_str(), sim.schedule.num_ops());
+                      args->trace_path.c_str(), w.ops);
         }
+      } else {
+        ticker.reset();
+        print_prediction(cfg, p);
       }
-      if (!args->json_path.empty()) model::write_json_file(args->json_path, prediction_json(cfg, p));
+      if (!args->json_path.empty()) model::write_json_file(args->json_path, record);
+      write_html_report(args->html_path, record);
       return 0;
     };
   });

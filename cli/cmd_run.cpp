@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
+#include "cli/html_output.hpp"
 #include "cli/predict_report.hpp"
 #include "cli/report_format.hpp"
 #include "executor/process_layout.hpp"
@@ -15,6 +16,8 @@
 #include "model/json_file.hpp"
 #include "model/prediction.hpp"
 #include "model/result_bounds.hpp"
+#include "model/simulate.hpp"
+#include "report/timeline_json.hpp"
 
 namespace epo::cli {
 
@@ -22,7 +25,7 @@ namespace {
 
 struct RunArgs {
   ConfigFlags cfg;
-  std::string plan, json_path, trace_path;
+  std::string plan, json_path, trace_path, html_path;
   int layers = 0, iters = 5, warmup = 2, gpus_per_process = 0;
   bool check = false, no_raw_alltoall = false, mpi = false;
 };
@@ -67,7 +70,8 @@ void print_side_by_side(const nlohmann::json& m, const model::Prediction& p) {
 
 int run_command(RunArgs& a) {
   if (!a.plan.empty()) a.cfg.config_file = a.plan;
-  model::check_output_paths({a.json_path, a.trace_path}, {a.cfg.config_file, a.cfg.profile_file});
+  model::check_output_paths({a.json_path, a.trace_path, a.html_path},
+                            {a.cfg.config_file, a.cfg.profile_file});
   model::Config cfg = exec::with_layers(build_config(a.cfg), a.layers);
   exec::RunOptions opt;
   opt.layers = a.layers;
@@ -102,6 +106,8 @@ int run_command(RunArgs& a) {
   }
   if (!r.report) return 0;
   r.measurement["prediction"] = prediction_json(cfg, prediction);
+  // The predicted timeline beside the measured one (the reports draw both on one axis).
+  r.measurement["prediction"]["timeline"] = report::timeline_json(model::simulate_config(cfg));
   for (const auto& n : r.notes) std::printf("# note: %s\n", n.c_str());
   print_side_by_side(r.measurement, prediction);
   if (r.raw_alltoall_us > 0) {
@@ -121,6 +127,7 @@ int run_command(RunArgs& a) {
                 r.comm_busy_us);
   if (!a.json_path.empty()) model::write_json_file(a.json_path, r.measurement);
   if (!a.trace_path.empty()) model::write_text_file(a.trace_path, r.trace_json);
+  write_html_report(a.html_path, r.measurement);
   if (!r.check.ran) return 0;
   std::printf("\ncheck: %s — outputs max rel err %.3g (tolerance %.3g), gradients %.3g (tolerance "
               "%.3g), overlapped vs baseline %s\n",
@@ -144,6 +151,8 @@ void add_run(CLI::App& app, Runner& run) {
   sub->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
   sub->add_option("--json", args->json_path, "write the measurement JSON here");
   sub->add_option("--trace", args->trace_path, "write the measured Chrome trace here");
+  sub->add_option("--html", args->html_path,
+                  "write an HTML page: measured timeline beside predicted, op by op");
   sub->add_flag("--check", args->check, "compare with a single-rank reference and across "
                                         "schedules");
   sub->add_flag("--no-raw-alltoall", args->no_raw_alltoall,

@@ -19,6 +19,8 @@ void add_calibrate(CLI::App& app, Runner& run);
 /// `epo check-log` and `epo diff` (cmd_check_log.cpp, cmd_diff.cpp).
 void add_check_log(CLI::App& app, Runner& run);
 void add_diff(CLI::App& app, Runner& run);
+/// `epo report`: an HTML page from a JSON record.
+void add_report(CLI::App& app, Runner& run);
 /// Today's date (UTC, YYYY-MM-DD), for the provenance of fitted profiles.
 std::string today_utc();
 

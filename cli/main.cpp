@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   epo::cli::add_diff(app, run);
   epo::cli::add_run(app, run);
   epo::cli::add_calibrate(app, run);
+  epo::cli::add_report(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
