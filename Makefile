@@ -29,8 +29,10 @@ build: configure
 run: build
 	./$(BUILD)/cli/epo plan
 
-# GPU tests run only where a GPU answers; multigpu tests only where two or more do.
+# GPU tests run only where a GPU answers; multigpu tests only where two or more do. Chromium
+# (for the HTML reports' browser test) is installed where the machine allows.
 test: build
+	@./tools/setup.sh --browser
 	@gpus=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); \
 	if [ "$${gpus:-0}" -ge 2 ]; then labels=''; \
 	elif [ "$${gpus:-0}" -ge 1 ]; then labels='-LE multigpu'; \
