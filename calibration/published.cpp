@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <sstream>
 
 #include "calibration/published_detail.hpp"
 #include "calibration/published_mlm.hpp"
@@ -207,6 +208,11 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
                           j["delay_wgrad_compute"].get<bool>();
   if (j.contains("recompute")) set_recompute(o, j["recompute"]);
   if (j.contains("cuda_graph")) set_cuda_graph(o, j["cuda_graph"]);
+  // Fine-grained activation offloading: "expert_fc1, moe_act" as the ModelZoo row resolves it.
+  std::string offload = str_field(os, "activation_offloading");
+  std::replace(offload.begin(), offload.end(), ',', ' ');
+  std::istringstream offloaded(offload);
+  for (std::string m; offloaded >> m;) o.offload_modules.push_back(m);
   const double cdmc = num_field(os, "CUDA_DEVICE_MAX_CONNECTIONS");
   if (std::isfinite(cdmc) && cdmc >= 1) o.cuda_device_max_connections = static_cast<int>(cdmc);
   const double cap = num_field(os, "moe_expert_capacity_factor");

@@ -81,6 +81,10 @@ struct Options {
   std::string recompute_method;                 ///< "", "uniform" or "block"
   int recompute_num_layers = 0;
   std::vector<std::string> recompute_modules;   ///< selective recompute modules
+  /// Fine-grained activation offloading (--offload-modules): these modules' inputs wait for their
+  /// backward in host memory (attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1,
+  /// moe_act, fused_group_mlp). Memory only.
+  std::vector<std::string> offload_modules;
   CudaGraphImpl cuda_graph_impl = CudaGraphImpl::none;
   std::vector<std::string> cuda_graph_modules;  ///< attn, mlp, moe, moe_router, moe_preprocess
   int cuda_device_max_connections = 32;

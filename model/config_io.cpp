@@ -173,6 +173,7 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.recompute_num_layers = o.get_int("recompute_num_layers", 0, limits::kRecomputeLayers.min,
                                         limits::kRecomputeLayers.max);
     op.recompute_modules = o.get_string_list("recompute_modules");
+    op.offload_modules = o.get_string_list("offload_modules");
     op.cuda_graph_impl =
         parse_cuda_graph_impl(o.get_string("cuda_graph_impl", "none"), w("cuda_graph_impl"));
     op.cuda_graph_modules = o.get_string_list("cuda_graph_modules");
@@ -253,6 +254,7 @@ nlohmann::json to_json(const Config& c) {
       {"recompute_method", o.recompute_method},
       {"recompute_num_layers", o.recompute_num_layers},
       {"recompute_modules", o.recompute_modules},
+      {"offload_modules", o.offload_modules},
       {"cuda_graph_impl", to_string(o.cuda_graph_impl)},
       {"cuda_graph_modules", o.cuda_graph_modules},
       {"cuda_device_max_connections", o.cuda_device_max_connections},

@@ -36,6 +36,13 @@ struct Part {
   }
 };
 
+/// The module's input waits for its backward in host memory (fine-grained activation offloading;
+/// brought back for that backward: a transient like a recompute's).
+bool offloaded(const Options& o, const char* name) {
+  return std::find(o.offload_modules.begin(), o.offload_modules.end(), name) !=
+         o.offload_modules.end();
+}
+
 bool fp8(const Config& cfg) {
   return cfg.opt.precision == Precision::fp8;
 }
@@ -48,10 +55,10 @@ Part attention(const Config& cfg, double hs) {
   const double q = gemm_input_bytes(cfg), elems = hs / kAct;
   const bool mla = m.attention == AttentionKind::mla;
   Part a;
-  a.keep(hs, false);  // layer input (residual, input-norm input)
+  a.keep(hs, offloaded(o, "attn_norm"));  // layer input (residual, input-norm input)
   // Input-norm output, saved by the QKV projection; with MLA read by two down-projections, which
   // share the bf16 tensor but each keep their own FP8 copy.
-  a.keep(fp8(cfg) && mla ? 2 * elems * q : elems * q, false);
+  a.keep(fp8(cfg) && mla ? 2 * elems * q : elems * q, offloaded(o, "qkv_linear"));
   double qkv = 0, out = 0;
   if (mla) {
     const MlaSpec& l = m.mla;
@@ -60,17 +67,17 @@ Part attention(const Config& cfg, double hs) {
     a.keep(S * (l.q_lora_rank + l.kv_lora_rank) / sp * (kAct + q), false);
     const bool up = selective(o, "mla_up_proj");
     qkv = S * heads * (2.0 * (l.qk_nope_head_dim + l.qk_rope_head_dim) + l.v_head_dim) * kAct;
-    a.keep(qkv, up);  // query, key, value after fused RoPE (flash attention's inputs)
+    a.keep(qkv, up || offloaded(o, "core_attn"));  // q, k, v after RoPE (flash attention's inputs)
     out = S * heads * l.v_head_dim * kAct;
   } else {
     qkv = S * (m.num_attention_heads + 2.0 * m.num_query_groups) * m.head_dim / tp * kAct;
-    a.keep(qkv, false);
+    a.keep(qkv, offloaded(o, "core_attn"));
     out = S * m.num_attention_heads * m.head_dim / tp * kAct;
   }
-  a.keep(out, false);  // attention output (flash attention's, the projection's input)
+  a.keep(out, offloaded(o, "attn_proj"));  // attention output (flash attention's, proj's input)
   if (fp8(cfg) && fp8_recipe(cfg) == Fp8Recipe::delayed) a.keep(out / kAct * q, false);
   a.keep(S * m.num_attention_heads / tp * 4.0, false);  // softmax statistics (fp32)
-  a.keep(hs, false);                                    // residual after attention (pre-MLP norm)
+  a.keep(hs, offloaded(o, "mlp_norm"));  // residual after attention (pre-MLP norm input)
   // Backward: gradients of q/k/v and the output, and the up-projection replay.
   a.backward = qkv + out + (a.full - a.saved);
   return a;
@@ -104,10 +111,13 @@ Part moe(const Config& cfg, double hs) {
   p.keep(hs, !all && selective(o, "layernorm"));
   p.keep(s.moe_tokens * m.num_experts * 4.0 * 2, all);  // router logits and scores (fp32)
   const double P = s.recv_pairs, F = static_cast<double>(m.moe_ffn_hidden_size) / cfg.par.etp;
-  p.keep(P * h * q, all);                             // received tokens (fc1 input)
-  p.keep(P * F * glu * kAct, all);                    // fc1 output (activation input)
-  p.keep(P * F * q, all || selective(o, "moe_act"));  // activation output (fc2 input)
-  p.keep(P * 4.0, all);                               // routing probabilities per pair
+  // The grouped MLP's inputs: on the host when offloaded (fused_group_mlp: all of them).
+  const bool mlp_off = offloaded(o, "fused_group_mlp");
+  p.keep(P * h * q, all || mlp_off || offloaded(o, "expert_fc1"));  // received tokens (fc1 input)
+  p.keep(P * F * glu * kAct, all || mlp_off || offloaded(o, "moe_act"));  // fc1 output (act input)
+  p.keep(P * F * q, all || mlp_off || selective(o, "moe_act"));  // activation output (fc2 input)
+  // routing probabilities per pair
+  p.keep(P * 4.0, all);
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double fs = S * m.shared_expert_ffn_hidden_size / tp * kAct;
     const bool sh = all || selective(o, "shared_experts");
