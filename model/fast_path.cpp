@@ -83,7 +83,7 @@ VirtualMicrobatch lookup(const std::vector<VirtualMicrobatch>& table, int k, boo
 
 int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped) {
   const int P = cfg.par.pp, V = cfg.par.vpp, M = cfg.par.num_microbatches();
-  const std::vector<int> stage_layers = layers_per_virtual_stage(cfg.model.num_layers, P, V);
+  const std::vector<int> stage_layers = virtual_stage_layers(cfg);
   // Layers per chunk, looked up once: the walk below visits every step of the rank.
   thread_local std::vector<int> chunk_layers;
   chunk_layers.resize(static_cast<std::size_t>(V));
@@ -137,7 +137,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
   check_interleaved_microbatches(cfg);
   check_step_work(cfg, costs);  // nanosecond times cannot overflow (model/limits.hpp)
   const int total = M * V;
-  ws.stage_layers = layers_per_virtual_stage(cfg.model.num_layers, P, V);
+  ws.stage_layers = virtual_stage_layers(cfg);
   ws.sigs.clear();
   ws.sig_of.assign(static_cast<std::size_t>(P) * V, -1);
   ws.chunk_layers.assign(static_cast<std::size_t>(P) * V, 0);

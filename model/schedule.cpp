@@ -51,7 +51,7 @@ class Builder {
     M_ = cfg_.par.num_microbatches();
     EPO_REQUIRE_INPUT(M_ >= 1, "the step has ", M_,
                       " micro-batches (allowed: gbs >= mbs*dp, at least one micro-batch)");
-    const std::vector<int> stage_layers = layers_per_virtual_stage(cfg_.model.num_layers, pp_, vpp_);
+    const std::vector<int> stage_layers = virtual_stage_layers(cfg_);
     s_.pp_rank = rank;
     s_.pp_size = pp_;
     s_.vpp = vpp_;

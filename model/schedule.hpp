@@ -102,6 +102,10 @@ VirtualMicrobatch megatron_virtual_microbatch(int k, bool forward, int num_micro
 /// LM head and MTP) hold one layer fewer, alternating inwards, as Megatron's uneven pipeline
 /// layouts (--decoder-first/last-pipeline-num-layers) do.
 std::vector<int> layers_per_virtual_stage(int num_layers, int pp, int vpp);
+/// Decoder layers of each virtual stage (index chunk * pp + rank) as the configuration places
+/// them: its pipeline layout, first/last-stage counts or embedding/loss accounting
+/// (pipeline_placement), else layers_per_virtual_stage. Throws an input error as Megatron would.
+std::vector<int> virtual_stage_layers(const Config& cfg);
 
 /// A model chunk (one virtual stage of one rank) as a step sees it.
 struct ChunkShape {
@@ -111,7 +115,7 @@ struct ChunkShape {
   bool first_stage = false;  ///< embedding here; no forward recv, no backward send
   bool last_stage = false;   ///< LM head + loss here; no forward send, no backward recv
 };
-/// Shape of chunk `chunk` of rank `pp_rank`; stage_layers from layers_per_virtual_stage().
+/// Shape of chunk `chunk` of rank `pp_rank`; stage_layers from virtual_stage_layers().
 ChunkShape chunk_shape(const Config& cfg, const std::vector<int>& stage_layers, int pp_rank,
                        int chunk);
 

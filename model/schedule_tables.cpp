@@ -4,6 +4,7 @@
 
 #include "model/error.hpp"
 #include "model/limits.hpp"
+#include "model/pipeline_layout.hpp"
 #include "model/schedule.hpp"
 
 namespace epo::model {
@@ -66,6 +67,18 @@ std::vector<int> layers_per_virtual_stage(int num_layers, int pp, int vpp) {
     --out[s];
     --deficit;
   }
+  return out;
+}
+
+std::vector<int> virtual_stage_layers(const Config& cfg) {
+  const auto& p = cfg.par;
+  if (p.pipeline_layout.empty() && p.first_stage_layers == 0 && p.last_stage_layers == 0 &&
+      !p.account_for_embedding_in_pipeline_split && !p.account_for_loss_in_pipeline_split)
+    return layers_per_virtual_stage(cfg.model.num_layers, p.pp, p.vpp);
+  const PipelinePlacement placed = pipeline_placement(cfg);
+  std::vector<int> out;
+  out.reserve(placed.stages.size());
+  for (const auto& s : placed.stages) out.push_back(s.num_layers);
   return out;
 }
 

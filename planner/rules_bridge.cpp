@@ -103,7 +103,7 @@ void add_bridge_rules(std::vector<Rule>& out) {
         return "overlap/delay_wgrad set only on model.*: CommOverlapConfig.setup() overwrites them "
                "with its own value (False), so the job runs without overlap";
       },
-      "set comm_overlap.overlap_moe_expert_parallel_comm=true (and comm_overlap.delay_wgrad_compute), as epo plan --emit bridge writes them; drop --bridge-overlap-on-model-only");
+      "set comm_overlap.overlap_moe_expert_parallel_comm=true (and comm_overlap.delay_wgrad_compute), as epo plan writes them for Bridge; drop --bridge-overlap-on-model-only");
   add(out, "BRIDGE-FLEX-BACKEND-WITHOUT-FLEX", kWarning, kDoc, kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!x.flex_backend_given || is_flex(c)) return "";

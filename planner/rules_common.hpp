@@ -103,6 +103,8 @@ void add_mcore_rules(std::vector<Rule>& out);
 void add_mcore_recompute_rules(std::vector<Rule>& out);
 /// CUDA-graph scope rules (transformer_config.py l.2740-2895), in source order.
 void add_mcore_graph_rules(std::vector<Rule>& out);
+/// The plain pipeline split's divisibility (transformer_block.py), after the config's checks.
+void add_pipeline_rules(std::vector<Rule>& out);
 void add_mlm_rules(std::vector<Rule>& out);
 void add_bridge_rules(std::vector<Rule>& out);
 void add_deepep_rules(std::vector<Rule>& out);

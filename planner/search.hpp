@@ -23,6 +23,9 @@ struct Candidate {
   std::int16_t comm_sms = 0;     ///< 0 = backend default
   std::uint8_t recompute = 0;    ///< model::RecomputeGranularity, or kKeep
   std::uint8_t cuda_graph = 0;   ///< 0 none, 1 TE graphs of attn, moe_router, moe_preprocess, or kKeep
+  /// 0 Megatron's plain split, 1 balanced_pipeline_layout (pp * vpp does not divide the layers),
+  /// or kKeep (the base configuration's layout fields).
+  std::uint8_t layout = 0;
   /// recompute/cuda_graph value meaning "keep the base configuration's setting" (--layout).
   static constexpr std::uint8_t kKeep = 255;
 };

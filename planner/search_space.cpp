@@ -7,6 +7,7 @@
 
 #include "model/error.hpp"
 #include "planner/emit.hpp"
+#include "planner/pipeline_split.hpp"
 #include "planner/search.hpp"
 
 namespace epo::planner {
@@ -41,17 +42,28 @@ std::vector<int> gen_cp(const Config& b, int tp) {
       v.push_back(cp);
   return v;
 }
+/// Megatron's plain split or, where pp * vpp does not divide the layers, a balanced layout.
+bool splittable(const Config& b, int pp, int vpp) {
+  return even_split_holds(b.model.num_layers, pp, vpp) ||
+         !balanced_pipeline_layout(b.model.num_layers, b.model.mtp_num_layers, pp, vpp).empty();
+}
 std::vector<int> gen_pp(const Config& b, int tp, int cp) {
+  // Divisors of the layer count, and powers of two with an uneven layout (DeepSeek-V3's 61).
   std::vector<int> v;
-  for (int pp : divisors(b.model.num_layers, 32))
+  for (int pp = 1; pp <= 32; ++pp) {
+    const bool pow2 = (pp & (pp - 1)) == 0;
+    if (b.model.num_layers % pp != 0 && !(pow2 && splittable(b, pp, 1))) continue;
     if (b.num_gpus % (static_cast<long long>(tp) * cp * pp) == 0) v.push_back(pp);
+  }
   return v;
 }
 std::vector<int> gen_vpp(const Config& b, int pp) {
   if (pp == 1) return {1};
   std::vector<int> v;
   for (int vpp = 1; vpp <= 8; ++vpp)
-    if (b.model.num_layers % (pp * vpp) == 0) v.push_back(vpp);
+    if (even_split_holds(b.model.num_layers, pp, vpp) ||
+        ((vpp & (vpp - 1)) == 0 && splittable(b, pp, vpp)))
+      v.push_back(vpp);
   return v;
 }
 std::vector<int> gen_ep(const Config& b, int tp, int cp, int pp, int etp) {
@@ -117,6 +129,12 @@ void apply_candidate(Config& cfg, const Candidate& c) {
   p.micro_batch_size = c.mbs;
   p.sequence_parallel = c.tp > 1;
   p.dp = cfg.num_gpus / (c.tp * c.pp * c.cp);
+  if (c.layout != Candidate::kKeep) {
+    p.pipeline_layout =
+        c.layout == 1 ? balanced_pipeline_layout(cfg.model.num_layers, cfg.model.mtp_num_layers, c.pp, c.vpp) : "";
+    p.first_stage_layers = p.last_stage_layers = 0;
+    p.account_for_embedding_in_pipeline_split = p.account_for_loss_in_pipeline_split = false;
+  }
   o.dispatcher = static_cast<Dispatcher>(c.dispatcher);
   o.flex_backend = static_cast<FlexBackend>(c.backend);
   o.overlap_moe_expert_parallel_comm = c.overlap;
@@ -158,7 +176,7 @@ std::string plan_key(const Config& cfg) {
   const auto& o = cfg.opt;
   std::ostringstream os;
   os << "tp" << p.tp << " pp" << p.pp << " vpp" << p.vpp << " cp" << p.cp << " ep" << p.ep
-     << " etp" << p.etp << " mbs" << p.micro_batch_size << " "
+     << " etp" << p.etp << (p.pipeline_layout.empty() ? "" : " uneven") << " mbs" << p.micro_batch_size << " "
      << (o.dispatcher == Dispatcher::flex ? std::string("flex/") + model::to_string(o.flex_backend)
                                           : std::string(model::to_string(o.dispatcher)));
   if (o.dispatcher == Dispatcher::flex) os << " sms" << o.comm_sms;
@@ -202,6 +220,8 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
     c.ep = static_cast<std::int16_t>(l.ep);
     c.etp = static_cast<std::int16_t>(l.etp);
     c.mbs = static_cast<std::int16_t>(l.mbs);
+    c.layout = s.fixed_layout ? Candidate::kKeep
+                              : static_cast<std::uint8_t>(!even_split_holds(b.model.num_layers, l.pp, l.vpp));
     for (const auto& [d, fb] : dispatch) {
       c.dispatcher = static_cast<std::uint8_t>(d);
       c.backend = static_cast<std::uint8_t>(fb);

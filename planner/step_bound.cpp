@@ -79,7 +79,7 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
   const bool delayed_wgrad = overlapped && cfg.opt.delay_wgrad_compute;
   const LayerSums moe = sums_of(costs.moe_layer), dense = sums_of(costs.dense_layer);
   const LayerSums mtp = sums_of(costs.mtp_layer);
-  const std::vector<int> stage_layers = model::layers_per_virtual_stage(cfg.model.num_layers, P, V);
+  const std::vector<int> stage_layers = model::virtual_stage_layers(cfg);
   const int stages = P * V;
   std::vector<ChunkSums> chunk(static_cast<std::size_t>(stages));  // [stage = chunk * P + rank]
   int first_layer = 0;
@@ -158,7 +158,7 @@ namespace detail {
 /// lower bound of the predicted memory.
 double in_flight_lower_bound(const model::Config& cfg) {
   const int v = cfg.par.vpp;
-  const auto stage_layers = model::layers_per_virtual_stage(cfg.model.num_layers, cfg.par.pp, v);
+  const auto stage_layers = model::virtual_stage_layers(cfg);
   int total = 0;
   for (int chunk = 0; chunk < v; ++chunk) {
     const auto c = model::chunk_shape(cfg, stage_layers, 0, chunk);

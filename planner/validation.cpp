@@ -19,6 +19,7 @@ std::vector<Rule> build_rules() {
   rules::add_mlm_rules(r);
   rules::add_bridge_rules(r);
   rules::add_mcore_rules(r);
+  rules::add_pipeline_rules(r);
   rules::add_deepep_rules(r);
   rules::add_hybridep_rules(r);
   rules::add_te_rules(r);

@@ -1,5 +1,6 @@
 // Rule cases of the Megatron-Core recompute and CUDA-graph scope rules and the knobs added with
 // them (rules_mcore_layers.cpp, MCORE-ODBW-*, MCORE-SMS-CONFLICT).
+#include "planner/pipeline_split.hpp"
 #include "rule_cases_detail.hpp"
 
 using namespace epo;
@@ -28,6 +29,13 @@ void selective(Config& c, std::vector<std::string> modules) {
 
 std::vector<RuleCase> layer_rule_cases() {
   return {
+      // 48 layers: 24 per rank of pp 2 do not split into 5 virtual stages; the balanced layout
+      // the fix names does.
+      {"MCORE-PP-LAYER-SPLIT", [](Config& c, ValidationContext&) { relayout(c, 16, 1, 2, 5, 8, 512); },
+       [](Config& c, ValidationContext&) {
+         relayout(c, 16, 1, 2, 5, 8, 512);
+         c.par.pipeline_layout = balanced_pipeline_layout(c.model.num_layers, c.model.mtp_num_layers, 2, 5);
+       }},
       {"MCORE-RECOMPUTE-METHOD-VALUE",
        [](Config& c, ValidationContext&) { full_recompute(c); c.opt.recompute_method = "every"; },
        [](Config& c, ValidationContext&) { full_recompute(c); c.opt.recompute_method = "block"; }},

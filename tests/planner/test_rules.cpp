@@ -68,7 +68,10 @@ TEST_CASE("validate reports every violation at once, errors decide") {
   CHECK(test::has_id(v, "MCORE-OVL-SHARED-EXPERT-OVERLAP"));
   CHECK(test::has_id(v, "MCORE-OVL-CDMC1"));
   CHECK(has_errors(v));
-  CHECK(validate_errors(c, x).size() == 2);
+  // Also errors: full recompute with no method and no layer count (their own rules).
+  CHECK(test::has_id(v, "MCORE-RECOMPUTE-FULL-METHOD"));
+  CHECK(test::has_id(v, "MCORE-RECOMPUTE-FULL-NUM-LAYERS"));
+  CHECK(validate_errors(c, x).size() == 4);
   CHECK(validate_errors(c, x, true).size() == 1);
   Config w = planner::example_config("alltoall");
   w.opt.cuda_device_max_connections = 1;

@@ -1,0 +1,42 @@
+// How Megatron-Core splits the decoder layers over pipeline stages when the configuration names
+// no layout (transformer_block.py, get_num_layers_to_build): pp must divide num_layers and vpp
+// the layers of each rank; else the model is not built. Explicit layouts and first/last-stage
+// counts are checked where they are read (model/pipeline_layout.cpp), as Megatron checks them.
+#include "planner/pipeline_split.hpp"
+#include "planner/rules_common.hpp"
+
+namespace epo::planner::rules {
+
+namespace {
+bool plain_split(const Config& c) {
+  const auto& p = c.par;
+  return p.pipeline_layout.empty() && p.first_stage_layers == 0 && p.last_stage_layers == 0 &&
+         !p.account_for_embedding_in_pipeline_split && !p.account_for_loss_in_pipeline_split;
+}
+}  // namespace
+
+void add_pipeline_rules(std::vector<Rule>& out) {
+  add(out, "MCORE-PP-LAYER-SPLIT", kError,
+      "Megatron-LM megatron/core/transformer/transformer_block.py:156-158 and 176-178 "
+      "(megatron/training/arguments.py:997-998 before that)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        const auto& p = c.par;
+        if (p.pp <= 1 || !plain_split(c) || even_split_holds(c.model.num_layers, p.pp, p.vpp))
+          return "";
+        if (c.model.num_layers % p.pp != 0)
+          return cat("num_layers = ", c.model.num_layers, " is not divisible by pp = ", p.pp);
+        return cat("each pipeline rank holds ", c.model.num_layers / p.pp,
+                   " layers, not divisible by vpp = ", p.vpp);
+      },
+      [](const Config& c, const ValidationContext&) -> std::string {
+        const auto& p = c.par;
+        const std::string layout =
+            balanced_pipeline_layout(c.model.num_layers, c.model.mtp_num_layers, p.pp, p.vpp);
+        if (layout.empty()) return "choose pp and vpp whose product divides num_layers";
+        return cat("--pipeline-layout \"", layout, "\" (an uneven split Megatron accepts), or pp "
+                   "and vpp whose product divides num_layers");
+      });
+}
+
+}  // namespace epo::planner::rules

@@ -1,0 +1,105 @@
+// Balanced pipeline layouts for layer counts pp * vpp does not divide, the rule that asks for
+// one, the schedule that follows it, and the search that tries it.
+#include "catch.hpp"
+
+#include "model/config_io.hpp"
+#include "model/pipeline_layout.hpp"
+#include "model/prediction.hpp"
+#include "model/schedule.hpp"
+#include "planner/pipeline_split.hpp"
+#include "planner/search.hpp"
+#include "planner/validation.hpp"
+
+using namespace epo;
+
+namespace {
+model::Config deepseek(int gpus, int tp, int pp, int vpp, int ep) {
+  model::Config c;
+  c.model = model::load_model_preset("deepseek-v3");
+  c.model_name = "deepseek-v3";
+  c.hw = model::load_hardware_preset("dgx-h100");
+  c.hardware_name = "dgx-h100";
+  c.num_gpus = gpus;
+  c.par.tp = tp;
+  c.par.pp = pp;
+  c.par.vpp = vpp;
+  c.par.ep = ep;
+  c.par.sequence_parallel = tp > 1;
+  c.par.global_batch_size = 16384;
+  c.par.seq_length = 4096;
+  c.derive_and_check();
+  return c;
+}
+}  // namespace
+
+TEST_CASE("balanced layouts: DeepSeek-V3's 61 layers and MTP over 8 x 4 stages as Bridge writes them") {
+  // 62 slots over 32 stages: 2 each, the last (MTP + loss) and the first (embedding) one fewer.
+  CHECK(planner::balanced_pipeline_layout(61, 1, 8, 4) == "Et|(tt|)*30mL");
+  // 61 slots over 8 stages: 8 each, 3 missing, taken from the last, the first, the second to last.
+  CHECK(planner::balanced_pipeline_layout(61, 0, 8, 1) == "Ettttttt|(tttttttt|)*5ttttttt|tttttttL");
+  CHECK(planner::balanced_pipeline_layout(3, 0, 4, 1).empty());   // under 2 slots per stage
+  CHECK(planner::balanced_pipeline_layout(10, 0, 1, 1).empty());  // one stage: nothing to place
+  for (int pp : {2, 4, 8, 16}) {
+    for (int vpp : {1, 2, 4}) {
+      const std::string layout = planner::balanced_pipeline_layout(61, 1, pp, vpp);
+      if (layout.empty()) continue;
+      model::Config c = deepseek(1024, 2, pp, vpp, 64);
+      c.par.pipeline_layout = layout;
+      const model::PipelinePlacement placed = model::pipeline_placement(c);  // Megatron's checks
+      int layers = 0, lo = 1 << 30, hi = 0;
+      for (const auto& s : placed.stages) {
+        layers += s.num_layers;
+        lo = std::min(lo, s.num_layers + s.mtp_layers);
+        hi = std::max(hi, s.num_layers + s.mtp_layers);
+      }
+      CHECK(layers == 61);
+      CHECK(hi - lo <= 1);  // as even as the slots allow
+    }
+  }
+}
+
+TEST_CASE("the plain split Megatron refuses is an error whose fix is a layout it accepts") {
+  model::Config c = deepseek(1024, 2, 8, 1, 64);
+  const auto plain = planner::validate(c, planner::ValidationContext{});
+  bool found = false;
+  for (const auto& v : plain) {
+    if (v.id != "MCORE-PP-LAYER-SPLIT") continue;
+    found = true;
+    CHECK(v.fix.find(planner::balanced_pipeline_layout(61, 1, 8, 1)) != std::string::npos);
+  }
+  CHECK(found);
+  c.par.pipeline_layout = planner::balanced_pipeline_layout(61, 1, 8, 1);
+  for (const auto& v : planner::validate(c, planner::ValidationContext{}))
+    CHECK(v.id != "MCORE-PP-LAYER-SPLIT");
+}
+
+TEST_CASE("the schedule places layers as the layout says") {
+  model::Config c = deepseek(1024, 2, 8, 1, 64);
+  c.par.pipeline_layout = planner::balanced_pipeline_layout(61, 1, 8, 1);
+  const auto balanced = model::virtual_stage_layers(c);
+  CHECK(balanced.front() == 7);  // 62 slots: the first and last stages one fewer
+  CHECK(balanced.back() == 6);   // and the last holds the MTP layer
+  const model::Prediction even = model::predict(c, model::PredictMode::fast);
+  // The same layers with rank 0 holding 12 and rank 7 only the MTP layer and the loss: the
+  // pipeline waits on rank 0, so the step is longer.
+  c.par.pipeline_layout = "Etttttttttttt|(tttttttt|)*6tmL";
+  REQUIRE(model::virtual_stage_layers(c).front() == 12);
+  const model::Prediction lopsided = model::predict(c, model::PredictMode::fast);
+  CHECK(lopsided.step_time_us > 1.05 * even.step_time_us);
+}
+
+TEST_CASE("the search tries uneven pipelines for a layer count with no divisors") {
+  planner::SearchSpec spec;
+  spec.base = deepseek(1024, 2, 8, 1, 64);
+  spec.top_n = 50;
+  const planner::SearchResult r = planner::search(spec);
+  bool uneven = false;
+  for (const auto& p : r.top) {
+    if (p.cfg.par.pp > 1) {
+      uneven = true;
+      CHECK(!p.cfg.par.pipeline_layout.empty());
+      CHECK(p.key.find("uneven") != std::string::npos);
+    }
+  }
+  CHECK(uneven);
+}
