@@ -127,3 +127,49 @@ TEST_CASE("fine-grained activation offloading keeps the modules' inputs on the h
   CHECK(m.activations_bytes == Approx(kept.activations_bytes - 4 * 2 * 1048576.0));
   CHECK(m.transient_bytes == Approx(kept.transient_bytes + 2 * 1048576.0));
 }
+
+TEST_CASE("published Blackwell MXFP8 recipes: in memory as they ran", "[memory]") {
+  // runs.jsonl mb-26.*-qwen3-30b-a3b-gb300-8g-mxfp8-*-mbs8: EP8 HybridEP, MBS 8, no recompute,
+  // Bridge's MXFP8 preset (fp8_param_gather) on 288 GB
+  Config s = test::tiny_config(8);
+  s.model = load_model_preset("qwen3-30b-a3b");
+  s.hw = load_hardware_preset("gb300");
+  s.par.micro_batch_size = 8;
+  s.par.seq_length = 4096;
+  s.par.global_batch_size = 512;
+  s.opt.dispatcher = Dispatcher::flex;
+  s.opt.flex_backend = FlexBackend::hybridep;
+  s.opt.precision = Precision::fp8;
+  s.opt.grad_reduce_in_fp32 = false;
+  s.derive_and_check();
+  CHECK(estimate_memory(s).fits);
+  s.opt.fp8_param_gather = true;
+  CHECK(estimate_memory(s).fits);
+
+  // modelzoo-qwen3-235b-gb200x256-mxfp8-seq4096: "activation offloading required" (expert_fc1,
+  // moe_act) for MBS 3 at PP4 VP6 EP64 on 186 GB
+  Config q = test::tiny_config(8);
+  q.model = load_model_preset("qwen3-235b-a22b");
+  q.hw = load_hardware_preset("gb200");
+  q.num_gpus = 256;
+  q.par.pp = 4;
+  q.par.vpp = 6;
+  q.par.ep = 64;
+  q.par.micro_batch_size = 3;
+  q.par.global_batch_size = 3072;
+  q.par.seq_length = 4096;
+  q.opt.dispatcher = Dispatcher::flex;
+  q.opt.flex_backend = FlexBackend::hybridep;
+  q.opt.overlap_moe_expert_parallel_comm = true;
+  q.opt.recompute_granularity = RecomputeGranularity::selective;
+  q.opt.recompute_modules = {"moe_act", "layernorm"};
+  q.opt.cuda_graph_impl = CudaGraphImpl::transformer_engine;
+  q.opt.cuda_graph_modules = {"attn", "moe_router", "moe_preprocess"};
+  q.opt.precision = Precision::fp8;
+  q.opt.fp8_param_gather = true;
+  q.opt.adam_moments_bf16 = true;
+  q.derive_and_check();
+  CHECK_FALSE(estimate_memory(q).fits);
+  q.opt.offload_modules = {"expert_fc1", "moe_act"};
+  CHECK(estimate_memory(q).fits);
+}
