@@ -48,10 +48,11 @@ bool splittable(const Config& b, int pp, int vpp) {
          !balanced_pipeline_layout(b.model.num_layers, b.model.mtp_num_layers, pp, vpp).empty();
 }
 std::vector<int> gen_pp(const Config& b, int tp, int cp) {
-  // Divisors of the layer count, and powers of two with an uneven layout (DeepSeek-V3's 61).
+  // Divisors of the layer count, and 2 to 16 in powers of two with an uneven layout (DeepSeek-V3's
+  // 61 layers; the sizes its recipes use), which costs the search a factor of the layouts added.
   std::vector<int> v;
   for (int pp = 1; pp <= 32; ++pp) {
-    const bool pow2 = (pp & (pp - 1)) == 0;
+    const bool pow2 = (pp & (pp - 1)) == 0 && pp <= 16;
     if (b.model.num_layers % pp != 0 && !(pow2 && splittable(b, pp, 1))) continue;
     if (b.num_gpus % (static_cast<long long>(tp) * cp * pp) == 0) v.push_back(pp);
   }
@@ -62,7 +63,7 @@ std::vector<int> gen_vpp(const Config& b, int pp) {
   std::vector<int> v;
   for (int vpp = 1; vpp <= 8; ++vpp)
     if (even_split_holds(b.model.num_layers, pp, vpp) ||
-        ((vpp & (vpp - 1)) == 0 && splittable(b, pp, vpp)))
+        ((vpp == 1 || vpp == 2 || vpp == 4) && splittable(b, pp, vpp)))
       v.push_back(vpp);
   return v;
 }
