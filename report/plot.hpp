@@ -28,7 +28,8 @@ struct ScatterSpec {
   std::string title, x_label, y_label;  ///< labels carry their units, e.g. "memory per GPU (GiB)"
   std::vector<Series> series;
   std::vector<ScatterPoint> points;
-  bool diagonal = false;               ///< y = x (predicted against measured)
+  bool diagonal = false;  ///< y = x (predicted against measured)
+  std::string diagonal_label = "predicted = measured";
   std::vector<double> relative_bands;  ///< shaded |y/x - 1| <= band around the diagonal
   double x_limit = -1;                 ///< a vertical limit line (e.g. memory capacity), < 0: none
   std::string x_limit_label;

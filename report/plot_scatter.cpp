@@ -61,7 +61,7 @@ std::string scatter_svg(const ScatterSpec& spec) {
   svg.text(8, 18, spec.title, "start", 13, 0, "bold");
   std::vector<std::pair<std::string, std::string>> entries;
   for (const auto& s : spec.series) entries.push_back({s.name, s.color});
-  if (spec.diagonal) entries.push_back({"predicted = measured", "#333"});
+  if (spec.diagonal) entries.push_back({spec.diagonal_label, "#333"});
   for (double b : spec.relative_bands)
     entries.push_back({"within " + fmt_num(100 * b) + " %", "#9ecae1"});
   const double legend_end = detail::legend(svg, 70, 38, spec.width - 10, entries);

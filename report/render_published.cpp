@@ -48,6 +48,7 @@ std::string render_published(const nlohmann::json& doc, const std::string& where
     s.x_label = std::string("published (") + m.unit + ")";
     s.y_label = std::string("predicted (") + m.unit + ")";
     s.diagonal = true;
+    s.diagonal_label = "predicted = published";
     s.relative_bands = {0.10, 0.25};
     s.width = 560, s.height = 400;
     for (const auto& [name, idx] : split_series)
@@ -71,6 +72,7 @@ std::string render_published(const nlohmann::json& doc, const std::string& where
     s.x_label = "published change (%)";
     s.y_label = "predicted change (%)";
     s.diagonal = true;
+    s.diagonal_label = "predicted = published";
     s.series = {{"sign right", palette(2), false, false, 4},
                 {"sign wrong", palette(3), false, false, 4}};
     for (const auto& p : pairs) {
