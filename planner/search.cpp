@@ -28,7 +28,6 @@ namespace {
 
 using detail::Bounded;
 using detail::in_flight_lower_bound;
-using detail::layout_can_fit;
 using detail::Incumbents;
 
 struct Summary {
@@ -101,20 +100,9 @@ void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
 void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
                  std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out,
                  std::vector<Bounded>& passed) {
-  Config work = spec.base, scratch = spec.base;
-  // Candidates come layout by layout: a layout no option can fit is known once for all of them.
-  const Candidate* last = nullptr;
-  bool layout_fits = true;
+  Config work = spec.base;
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
-    if (!last || c.tp != last->tp || c.pp != last->pp || c.vpp != last->vpp || c.cp != last->cp ||
-        c.ep != last->ep || c.etp != last->etp || c.mbs != last->mbs || c.layout != last->layout)
-      layout_fits = layout_can_fit(spec, c, scratch);
-    last = &c;
-    if (!layout_fits) {
-      ++out.rejected["memory"];
-      return;
-    }
     apply_candidate(work, c);
     model::MemoryBreakdown mem;
     try {

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "model/config.hpp"
-#include "planner/search.hpp"
 
 namespace epo::planner::detail {
 
@@ -26,13 +25,6 @@ struct Bounded {
 /// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
 /// lower bound of the predicted memory.
 double in_flight_lower_bound(const model::Config& cfg);
-
-/// Whether the layout of `c` can fit in memory under any option the search varies: the memory
-/// lower bound with the fewest bytes every option allows (full recompute, alltoall with no
-/// buffers, no overlap's extra micro-batch, no CUDA-graph pools). False: no candidate of that
-/// layout fits, whatever its options. `work` is scratch; model errors answer true (the
-/// candidate's own checks report them).
-bool layout_can_fit(const SearchSpec& spec, const Candidate& c, model::Config& work);
 
 /// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is
 /// skipped (it can enter neither the top N, nor the Pareto front, nor a reference).

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "model/fast_path.hpp"
-#include "model/memory.hpp"
 #include "model/schedule.hpp"
 #include "planner/search_bounds.hpp"
 
@@ -168,24 +167,6 @@ double in_flight_lower_bound(const model::Config& cfg) {
   const double per_chunk = static_cast<double>(std::max(1, total)) / v;
   return model::activation_peak_layers_fast(cfg, 0, cfg.opt.overlap_moe_expert_parallel_comm) /
          per_chunk;
-}
-
-bool layout_can_fit(const SearchSpec& spec, const Candidate& c, model::Config& work) {
-  Candidate f = c;
-  f.dispatcher = static_cast<std::uint8_t>(model::Dispatcher::alltoall);
-  f.backend = 0;
-  f.overlap = f.delay_wgrad = f.early_release = 0;
-  f.comm_sms = 0;
-  if (f.recompute != Candidate::kKeep)
-    f.recompute = static_cast<std::uint8_t>(model::RecomputeGranularity::full);
-  if (f.cuda_graph != Candidate::kKeep) f.cuda_graph = 0;
-  work = spec.base;
-  apply_candidate(work, f);
-  try {
-    return model::estimate_memory(work, in_flight_lower_bound(work)).fits;
-  } catch (const std::exception&) {
-    return true;
-  }
 }
 
 }  // namespace detail
