@@ -12,6 +12,7 @@
 #include "cli/predict_report.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
+#include "model/pipeline_layout.hpp"
 #include "model/json_file.hpp"
 #include "model/result_bounds.hpp"
 #include "planner/emit.hpp"
@@ -77,6 +78,10 @@ model::Config base_config(PlanArgs& a) {
   if (!from_file) {
     f.tp = f.pp = f.vpp = f.cp = f.ep = f.etp = f.mbs = 1;
     f.gbs = 0;  // filled below; 0 lets derive_and_check accept the trivial layout
+    // The pipeline split belongs to the layout: applied with --layout, checked against its pp.
+    f.pipeline_layout.clear();
+    f.first_stage_layers = f.last_stage_layers = 0;
+    f.account_for_embedding = f.account_for_loss = false;
   }
   model::Config c = build_config(f);
   if (!from_file || given(a.cfg, "--gbs"))
@@ -85,7 +90,15 @@ model::Config base_config(PlanArgs& a) {
                               : static_cast<int>(std::max<long long>(512, 8LL * c.num_gpus));
   if (!a.layout.empty()) {
     apply_layout(c, a.layout);
+    if (!from_file) {
+      c.par.pipeline_layout = a.cfg.pipeline_layout;
+      c.par.first_stage_layers = a.cfg.first_stage_layers;
+      c.par.last_stage_layers = a.cfg.last_stage_layers;
+      c.par.account_for_embedding_in_pipeline_split = a.cfg.account_for_embedding;
+      c.par.account_for_loss_in_pipeline_split = a.cfg.account_for_loss;
+    }
     c.derive_and_check();
+    model::check_pipeline_layout(c);
   }
   return c;
 }

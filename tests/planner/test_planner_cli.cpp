@@ -132,3 +132,16 @@ TEST_CASE("epo plan: --layout fixes the layout; an infeasible space exits 3 with
   CHECK(inf.code == 3);
   CHECK(has(inf.out, "relax"));
 }
+
+TEST_CASE("epo plan --layout: the pipeline split goes with the fixed layout") {
+  // DeepSeek-V3's 61 layers on pp 8: Megatron refuses the plain split (exit 3 names the rule
+  // and a layout); with Bridge's layout for pp 8 vpp 4 the fixed layout is planned.
+  const std::string base = "plan --model deepseek-v3 --hardware dgx-h100 --gpus 1024 --gbs 16384 ";
+  const Run plain = run_epo(base + "--layout tp=2,pp=8,vpp=4,ep=64");
+  CHECK(plain.code != 0);
+  const Run laid = run_epo(base + "--layout tp=2,pp=8,vpp=4,ep=64 --pipeline-layout 'Et|(tt|)*30mL' "
+                                  "--recompute selective --recompute-modules mla_up_proj,mlp");
+  CHECK(laid.code == 0);
+  CHECK(laid.out.find("tp2 pp8 vpp4") != std::string::npos);
+  CHECK(laid.out.find("uneven") != std::string::npos);
+}
