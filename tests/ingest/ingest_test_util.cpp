@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config_checks.hpp"
 #include "model/config_io.hpp"
 
 namespace epo::ingest::test {
@@ -108,43 +109,8 @@ void check_same_model(const model::ModelSpec& a, const model::ModelSpec& b) {
 }
 
 void check_same_settings(const model::Config& a, const model::Config& b) {
-  const auto& p = a.par;
-  const auto& q = b.par;
   CHECK(a.num_gpus == b.num_gpus);
-  CHECK(p.tp == q.tp);
-  CHECK(p.pp == q.pp);
-  CHECK(p.vpp == q.vpp);
-  CHECK(p.cp == q.cp);
-  CHECK(p.ep == q.ep);
-  CHECK(p.etp == q.etp);
-  CHECK(p.dp == q.dp);
-  CHECK(p.sequence_parallel == q.sequence_parallel);
-  CHECK(p.micro_batch_size == q.micro_batch_size);
-  CHECK(p.global_batch_size == q.global_batch_size);
-  CHECK(p.seq_length == q.seq_length);
-  const auto& o = a.opt;
-  const auto& r = b.opt;
-  CHECK(o.dispatcher == r.dispatcher);
-  if (o.dispatcher == model::Dispatcher::flex) CHECK(o.flex_backend == r.flex_backend);
-  CHECK(o.overlap_moe_expert_parallel_comm == r.overlap_moe_expert_parallel_comm);
-  CHECK(o.delay_wgrad_compute == r.delay_wgrad_compute);
-  CHECK(o.ep_overlap_early_attn_memory_release == r.ep_overlap_early_attn_memory_release);
-  CHECK(o.comm_sms == r.comm_sms);
-  CHECK(o.moe_permute_fusion == r.moe_permute_fusion);
-  CHECK(o.moe_shared_expert_overlap == r.moe_shared_expert_overlap);
-  CHECK(o.moe_grouped_gemm == r.moe_grouped_gemm);
-  CHECK(o.recompute_granularity == r.recompute_granularity);
-  CHECK(o.recompute_method == r.recompute_method);
-  CHECK(o.recompute_num_layers == r.recompute_num_layers);
-  CHECK(o.recompute_modules == r.recompute_modules);
-  CHECK(o.cuda_graph_impl == r.cuda_graph_impl);
-  CHECK(o.cuda_graph_modules == r.cuda_graph_modules);
-  CHECK(o.precision == r.precision);
-  CHECK(o.capacity_factor == Approx(r.capacity_factor));
-  CHECK(o.high_priority_a2a_comm_stream == r.high_priority_a2a_comm_stream);
-  CHECK(o.gradient_accumulation_fusion == r.gradient_accumulation_fusion);
-  CHECK(o.distributed_optimizer == r.distributed_optimizer);
-  CHECK(o.overlap_grad_reduce == r.overlap_grad_reduce);
+  epo::config_checks::check_same_layout_and_options(a, b);
 }
 
 std::string read_fixture(const std::string& relative) {

@@ -2,33 +2,20 @@
 // one, the schedule that follows it, and the search that tries it.
 #include "catch.hpp"
 
-#include "model/config_io.hpp"
 #include "model/pipeline_layout.hpp"
 #include "model/prediction.hpp"
 #include "model/schedule.hpp"
 #include "planner/pipeline_split.hpp"
 #include "planner/search.hpp"
 #include "planner/validation.hpp"
+#include "planner_test_util.hpp"
 
 using namespace epo;
 
 namespace {
+/// DeepSeek-V3 on DGX H100 at EPO's default seq 4096, global batch 16384.
 model::Config deepseek(int gpus, int tp, int pp, int vpp, int ep) {
-  model::Config c;
-  c.model = model::load_model_preset("deepseek-v3");
-  c.model_name = "deepseek-v3";
-  c.hw = model::load_hardware_preset("dgx-h100");
-  c.hardware_name = "dgx-h100";
-  c.num_gpus = gpus;
-  c.par.tp = tp;
-  c.par.pp = pp;
-  c.par.vpp = vpp;
-  c.par.ep = ep;
-  c.par.sequence_parallel = tp > 1;
-  c.par.global_batch_size = 16384;
-  c.par.seq_length = 4096;
-  c.derive_and_check();
-  return c;
+  return planner::test::make_config("deepseek-v3", "dgx-h100", gpus, tp, pp, vpp, ep, 16384);
 }
 }  // namespace
 
