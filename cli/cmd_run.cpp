@@ -9,10 +9,12 @@
 #include "cli/config_flags.hpp"
 #include "cli/html_output.hpp"
 #include "cli/predict_report.hpp"
+#include "cli/run_dry.hpp"
 #include "cli/report_format.hpp"
 #include "executor/process_layout.hpp"
 #include "executor/run.hpp"
 #include "model/config_io.hpp"
+#include "model/error.hpp"
 #include "model/json_file.hpp"
 #include "model/prediction.hpp"
 #include "model/result_bounds.hpp"
@@ -26,8 +28,8 @@ namespace {
 struct RunArgs {
   ConfigFlags cfg;
   std::string plan, json_path, trace_path, html_path;
-  int layers = 0, iters = 5, warmup = 2, gpus_per_process = 0;
-  bool check = false, no_raw_alltoall = false, mpi = false;
+  int layers = 0, moe_layers = 0, iters = 5, warmup = 2, gpus_per_process = 0;
+  bool check = false, no_raw_alltoall = false, mpi = false, dry_run = false;
 };
 
 std::string command_line() {
@@ -72,7 +74,10 @@ int run_command(RunArgs& a) {
   if (!a.plan.empty()) a.cfg.config_file = a.plan;
   model::check_output_paths({a.json_path, a.trace_path, a.html_path},
                             {a.cfg.config_file, a.cfg.profile_file});
-  model::Config cfg = exec::with_layers(build_config(a.cfg), a.layers);
+  EPO_REQUIRE_INPUT(a.layers == 0 || a.moe_layers == 0,
+                    "--layers and --moe-layers exclude each other (give one)");
+  model::Config cfg = a.moe_layers > 0 ? exec::with_moe_layers(build_config(a.cfg), a.moe_layers)
+                                       : exec::with_layers(build_config(a.cfg), a.layers);
   exec::RunOptions opt;
   opt.layers = a.layers;
   opt.iters = a.iters;
@@ -84,6 +89,7 @@ int run_command(RunArgs& a) {
   opt.mpi = a.mpi;
   opt.gpus_per_process = a.gpus_per_process;
   exec::check_runnable(cfg, opt);
+  if (a.dry_run) return print_dry_run(cfg, opt, a.json_path);
   const model::Prediction prediction = model::predict(cfg);
   model::check_prediction(prediction);
   // MPI processes other than world rank 0 print nothing but their errors.
@@ -147,6 +153,11 @@ void add_run(CLI::App& app, Runner& run) {
   add_config_flags(*sub, args->cfg);
   sub->add_option("--plan", args->plan, "plan or configuration JSON (as --config)");
   sub->add_option("--layers", args->layers, "decoder layers to run (default: all)");
+  sub->add_option("--moe-layers", args->moe_layers,
+                  "run this many MoE layers and no dense layer (instead of --layers)");
+  sub->add_flag("--dry-run", args->dry_run,
+                "print what would run and each rank's device memory by buffer class, allocate "
+                "nothing (no GPU needed); --json writes the memory plan");
   sub->add_option("--iters", args->iters, "measured steps per schedule (default 5)");
   sub->add_option("--warmup", args->warmup, "untimed steps first (default 2)");
   sub->add_option("--json", args->json_path, "write the measurement JSON here");

@@ -87,25 +87,6 @@ class PinnedBuffer {
   std::size_t bytes_ = 0;
 };
 
-/// Carves typed, 256-byte aligned arrays out of one allocation. Run the same sequence of take()
-/// calls twice: first on a measuring arena (size()), then on one made with that size.
-class Arena {
- public:
-  Arena() = default;                       ///< measuring: take() returns nullptr
-  explicit Arena(void* base) : base_(static_cast<char*>(base)) {}
-  template <typename T>
-  T* take(std::int64_t count) {
-    const std::size_t at = (used_ + 255) / 256 * 256;
-    used_ = at + static_cast<std::size_t>(count > 0 ? count : 0) * sizeof(T);
-    return base_ ? reinterpret_cast<T*>(base_ + at) : nullptr;
-  }
-  std::size_t size() const { return used_; }
-
- private:
-  char* base_ = nullptr;
-  std::size_t used_ = 0;
-};
-
 /// A communicator of the EP group. finalize() is collective (every rank calls it); the destructor
 /// then destroys it (or aborts one that was never finalized, e.g. after an error).
 class NcclComm {

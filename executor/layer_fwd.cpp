@@ -107,7 +107,8 @@ void pre_dispatch_fwd(RankState& rs, int mb, int layer) {
     gemm(rs.blas(), st, T, H, C, {s.qkv + r0 * Q, Q}, {w.wproj, H}, s.h + r0 * H, H, 1.0f, 1.0f);
   }
   if (!w.moe) return;
-  if (w.mlp_ffn > 0) detail::swiglu_mlp_fwd(rs, s.h, w.w1s, w.w2s, w.mlp_ffn, s.s_fc1, s.s_act, s.s_out);
+  // The shared expert's output waits in y for the combine (y = h + moe + shared).
+  if (w.mlp_ffn > 0) detail::swiglu_mlp_fwd(rs, s.h, w.w1s, w.w2s, w.mlp_ffn, s.s_fc1, s.s_act, s.y);
   const int E = sh.num_experts, K = sh.topk;
   for (int b = 0; b < rs.setup().blocks; ++b) {
     const std::int64_t r0 = static_cast<std::int64_t>(b) * T;
@@ -169,8 +170,8 @@ void mlp_fwd(RankState& rs, int mb, int layer) {
   cudaStream_t st = rs.compute();
   const int H = sh.hidden, F = sh.expert_ffn, El = rs.local_experts(), NT = rs.tokens();
   if (!w.moe) {
-    detail::swiglu_mlp_fwd(rs, s.h, w.w1s, w.w2s, w.mlp_ffn, s.s_fc1, s.s_act, s.s_out);
-    launch_add(s.h, s.s_out, nullptr, s.y, static_cast<std::int64_t>(NT) * H, st);
+    detail::swiglu_mlp_fwd(rs, s.h, w.w1s, w.w2s, w.mlp_ffn, s.s_fc1, s.s_act, s.y);
+    launch_add(s.h, s.y, nullptr, s.y, static_cast<std::int64_t>(NT) * H, st);
     return;
   }
   const Splits& sp = s.splits;
@@ -219,7 +220,7 @@ void combine_fwd_post(RankState& rs, int mb, int layer, bool unpermute) {
   else if (unpermute)
     kernels::launch_unpermute(s.y_recv, static_cast<std::int64_t>(NT) * sh.topk, H,
                               s.permuted_row, s.topk_w, NT, sh.topk, s.moe_out, st);
-  launch_add(s.h, s.moe_out, rs.weights(layer).mlp_ffn > 0 ? s.s_out : nullptr, s.y,
+  launch_add(s.h, s.moe_out, rs.weights(layer).mlp_ffn > 0 ? s.y : nullptr, s.y,
              static_cast<std::int64_t>(NT) * H, st);
 }
 

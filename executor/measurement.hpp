@@ -69,6 +69,9 @@ struct RunInfo {
   bool overlapped = false;                   ///< the configured schedule is combined-1F1B
   bool shared_clock = false;                 ///< all ranks on one GPU
   std::vector<std::int64_t> peak_memory_bytes;  ///< per rank: device bytes the rank allocated
+  /// Per GPU: bytes in use at the end of the measured steps (cudaMemGetInfo: total - free; the
+  /// context, libraries and every allocation included); empty when not read.
+  std::vector<std::int64_t> device_used_bytes;
 };
 
 /// The measurement document (schema_version 1, kind "measurement"): context, config, run, ops,

@@ -36,6 +36,15 @@ model::Config with_layers(const model::Config& cfg, int layers) {
   return c;
 }
 
+model::Config with_moe_layers(const model::Config& cfg, int moe_layers) {
+  EPO_REQUIRE_INPUT(moe_layers >= 1 && moe_layers <= cfg.model.num_layers, "--moe-layers = ",
+                    moe_layers, " is out of range (allowed: 1 to ", cfg.model.num_layers, " for ",
+                    cfg.model_name, ")");
+  model::Config c = cfg;
+  c.model.first_k_dense_layers = 0;
+  return with_layers(c, moe_layers);
+}
+
 void check_runnable(const model::Config& cfg, const RunOptions& options) {
   const auto& p = cfg.par;
   const auto& m = cfg.model;

@@ -7,6 +7,7 @@
 #include "executor/exec_kernels.hpp"
 #include "executor/gpu_check.hpp"
 #include "model/cost.hpp"
+#include "model/error.hpp"
 
 namespace epo::exec {
 
@@ -27,45 +28,54 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
     : cfg_(cfg), sh_(shape), set_(setup) {
   ScopedOp scope(set_.rank, "allocate");
   EPO_CHECK_CUDA(cudaSetDevice(set_.device));
-  nt_ = sh_.tokens * set_.blocks;
-  el_ = sh_.num_experts / set_.num_ranks;
-  // Expert rows received: the mean is tokens*topk; skewed routing or few ranks can exceed it.
-  const double factor = cfg.opt.routing.kind == model::RoutingKind::skewed ? 4.0 : 2.0;
-  const std::int64_t all_rows = static_cast<std::int64_t>(nt_) * sh_.topk * set_.num_ranks;
-  cap_ = set_.num_ranks == 1 ? static_cast<std::int64_t>(nt_) * sh_.topk
-                             : std::min<std::int64_t>(
-                                   all_rows, static_cast<std::int64_t>(
-                                                 std::ceil(factor * nt_ * sh_.topk)) + 64);
-  cap_ += static_cast<std::int64_t>(el_) * (kExpertRowAlign - 1);
+  plan_ = plan_rank_memory(cfg, shape, setup);
+  nt_ = static_cast<int>(plan_.tokens);
+  el_ = plan_.local_experts;
+  cap_ = plan_.capacity_rows;
+  attn_scratch_elems_ = plan_.attn_scratch_elems;
   int lo = 0, hi = 0;
   EPO_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   compute_ = Stream(lo);
   comm_ = Stream(cfg.opt.high_priority_a2a_comm_stream ? hi : lo);
   grad_ = Stream(lo);
   layers_.resize(sh_.num_layers);
+  for (int l = 0; l < sh_.num_layers; ++l) {
+    layers_[l].moe = l >= sh_.first_k_dense;
+    layers_[l].mlp_ffn = layers_[l].moe ? sh_.shared_ffn : sh_.dense_ffn;
+  }
   slots_.resize(set_.slots);
   for (auto& row : slots_) row.resize(sh_.num_layers);
-  Arena measure;
-  carve(measure);
-  arena_ = DeviceBuffer(measure.size(), "the rank's weights, gradients and activations");
-  Arena host_measure;
+  x0_.assign(set_.slots, nullptr);
+  g_.assign(set_.slots, nullptr);
+  if (set_.keep_outputs) {
+    outputs_.assign(set_.num_microbatches, nullptr);
+    input_grads_.assign(set_.num_microbatches, nullptr);
+  }
+  arena_ = DeviceBuffer(static_cast<std::size_t>(plan_.total_bytes),
+                        "the rank's weights, gradients and activations");
+  char* base = static_cast<char*>(arena_.get());
+  for (const Binding& b : plan_.bindings) bind(b, base);
   {
     // Pinned staging per slot-layer: all counts, received counts, local counts.
-    const std::int64_t per = static_cast<std::int64_t>(set_.num_ranks) * sh_.num_experts +
-                             static_cast<std::int64_t>(set_.num_ranks) * el_ + el_ + 64;
-    pinned_ = PinnedBuffer(sizeof(int) * per * set_.slots * sh_.num_layers + 4096, false);
-    Arena host(pinned_.get());
+    pinned_ = PinnedBuffer(static_cast<std::size_t>(plan_.pinned_bytes), false);
+    int* host = static_cast<int*>(pinned_.get());
     for (auto& row : slots_)
       for (auto& sl : row) {
-        sl.counts_host = host.take<int>(static_cast<std::int64_t>(set_.num_ranks) * sh_.num_experts);
-        sl.recv_counts_host = host.take<int>(static_cast<std::int64_t>(set_.num_ranks) * el_);
-        sl.loc_ntpe_host = host.take<int>(el_);
+        sl.counts_host = host;
+        host += static_cast<std::int64_t>(set_.num_ranks) * sh_.num_experts;
+        sl.recv_counts_host = host;
+        host += static_cast<std::int64_t>(set_.num_ranks) * el_;
+        sl.loc_ntpe_host = host;
+        host += el_;
         sl.counts_ready = std::make_unique<Event>();
       }
   }
-  Arena real(arena_.get());
-  carve(real);
   EPO_CHECK_CUDA(cudaMemsetAsync(arena_.get(), 0, arena_.bytes(), compute()));
+  // The handle keeps the plan's workspace as long as its stream stays the compute stream (the
+  // GEMM wrappers rebind only on a change; cublasSetStream resets the workspace).
+  EPO_CHECK_CUBLAS(cublasSetStream(blas(), compute()));
+  EPO_CHECK_CUBLAS(cublasSetWorkspace(blas(), base + plan_.at(Buf::cublas_ws).offset,
+                                      static_cast<std::size_t>(kCublasWorkspaceBytes)));
   if (set_.transport == Transport::flex) {
     auto* err = new PinnedBuffer(sizeof(kernels::FlexError), true);
     flex_error_holder_.reset(err);
@@ -82,159 +92,126 @@ RankState::RankState(const model::Config& cfg, const RunShape& shape, const Rank
   EPO_CHECK_CUDA(cudaStreamSynchronize(compute()));
 }
 
-template <typename A>
-void RankState::carve(A& a) {
-  const std::int64_t H = sh_.hidden, NT = nt_, K = sh_.topk, E = sh_.num_experts, El = el_;
-  const std::int64_t R = set_.num_ranks, F = sh_.expert_ffn, cap = cap_;
-  // Gradients first, in one block (zeroed by one memset per step); dense grads of a layer are
-  // contiguous so one all-reduce covers them.
-  std::int64_t grad_elems = 0;
-  for (int l = 0; l < sh_.num_layers; ++l) {
-    const bool moe = l >= sh_.first_k_dense;
-    const std::int64_t f = moe ? sh_.shared_ffn : sh_.dense_ffn;
-    const std::int64_t dense = H * sh_.qkv_dim + static_cast<std::int64_t>(sh_.ctx_dim) * H +
-                               H * 2 * f + f * H;
-    grad_elems += dense + (moe ? El * H * 2 * F + El * F * H : 0);
+void RankState::bind(const Binding& b, char* base) {
+  const Allocation& at = plan_.allocations[b.allocation];
+  char* p = base + at.offset;
+  auto bf = [p] { return reinterpret_cast<bf16*>(p); };
+  auto i32 = [p] { return reinterpret_cast<int*>(p); };
+  auto f32 = [p] { return reinterpret_cast<float*>(p); };
+  if (b.layer >= 0 && b.slot < 0) {  // weights of layer b.layer
+    LayerWeights& w = layers_[b.layer];
+    switch (b.id) {
+      case Buf::wqkv: w.wqkv = bf(); return;
+      case Buf::wproj: w.wproj = bf(); return;
+      case Buf::w1s: w.w1s = bf(); return;
+      case Buf::w2s: w.w2s = bf(); return;
+      case Buf::wrouter: w.wrouter = bf(); return;
+      case Buf::w1: w.w1 = bf(); return;
+      case Buf::w2: w.w2 = bf(); return;
+      default: break;
+    }
+  } else if (b.layer >= 0) {
+    SlotLayer& s = slots_[b.slot][b.layer];
+    switch (b.id) {
+      case Buf::qkv: s.qkv = bf(); return;
+      case Buf::h: s.h = bf(); return;
+      case Buf::s_fc1: s.s_fc1 = bf(); return;
+      case Buf::s_act: s.s_act = bf(); return;
+      case Buf::y: s.y = bf(); return;
+      case Buf::dx: s.dx = bf(); return;
+      case Buf::dh: s.dh = bf(); return;
+      case Buf::d_qkv: s.d_qkv = bf(); return;
+      case Buf::d_s_fc1: s.d_s_fc1 = bf(); return;
+      case Buf::d_s_act: s.d_s_act = bf(); return;
+      case Buf::logits: s.logits = f32(); return;
+      case Buf::topk_idx: s.topk_idx = i32(); return;
+      case Buf::topk_w: s.topk_w = f32(); return;
+      case Buf::moe_out: s.moe_out = bf(); return;
+      case Buf::loc_offsets: s.loc_offsets = i32(); return;
+      case Buf::loc_ntpe: s.loc_ntpe = i32(); return;
+      case Buf::permuted_row: s.permuted_row = i32(); return;
+      case Buf::row_src_token: s.row_src_token = i32(); return;
+      case Buf::expert_offsets: s.expert_offsets = i32(); return;
+      case Buf::ntpe: s.ntpe = i32(); return;
+      case Buf::counts_all: s.counts_all = i32(); return;
+      case Buf::layout_ws: s.layout_ws = p; return;
+      case Buf::token_slot: s.token_slot = i32(); return;
+      case Buf::ntpr: s.ntpr = i32(); return;
+      case Buf::row_w: s.row_w = f32(); return;
+      case Buf::fx_permuted_row: s.fx_permuted_row = i32(); return;
+      case Buf::fx_row_src: s.fx_row_src = i32(); return;
+      case Buf::counts_recv: s.counts_recv = i32(); return;
+      case Buf::row_src: s.row_src = i32(); return;
+      case Buf::row_dst: s.row_dst = i32(); return;
+      case Buf::x_send: s.x_send = bf(); return;
+      case Buf::y_recv: s.y_recv = bf(); return;
+      case Buf::x_recv: s.x_recv = bf(); return;
+      case Buf::x_perm: s.x_perm = bf(); return;
+      case Buf::fc1: s.fc1 = bf(); return;
+      case Buf::act: s.act = bf(); return;
+      case Buf::y_perm: s.y_perm = bf(); return;
+      case Buf::d_act: s.d_act = bf(); return;
+      case Buf::d_fc1: s.d_fc1 = bf(); return;
+      case Buf::d_xperm: s.d_xperm = bf(); return;
+      default: break;
+    }
+  } else {
+    const auto R = set_.num_ranks;
+    switch (b.id) {
+      case Buf::grads: bind_grads(bf(), at.bytes / 2); return;
+      case Buf::x0: x0_.at(b.slot) = bf(); return;
+      case Buf::loss_grad: g_.at(b.slot) = bf(); return;
+      case Buf::output: outputs_.at(b.slot) = bf(); return;
+      case Buf::input_grad: input_grads_.at(b.slot) = bf(); return;
+      case Buf::attn_scratch: attn_scratch_ = bf(); return;
+      case Buf::ones: ones_ = f32(); return;
+      case Buf::skew_log_weight: skew_log_weight_ = f32(); return;
+      case Buf::gemm_ws: gemm_ws_ = p; return;
+      case Buf::cublas_ws: return;  // given to the handle after the memset
+      case Buf::flex_fwd:
+        flex_.fwd = kernels::flex_buffers_from(p, R, nt_, sh_.hidden, sh_.topk);
+        return;
+      case Buf::flex_bwd:
+        flex_.bwd = kernels::flex_buffers_from(p, R, nt_, sh_.hidden, sh_.topk);
+        return;
+      case Buf::flex_peers_fwd: flex_.peers_fwd = reinterpret_cast<kernels::FlexBuffers*>(p); return;
+      case Buf::flex_peers_bwd: flex_.peers_bwd = reinterpret_cast<kernels::FlexBuffers*>(p); return;
+      default: break;
+    }
   }
-  bf16* g = a.template take<bf16>(grad_elems);
+  throw EPO_RUNTIME_ERROR("rank ", set_.rank, ": the memory plan binds buffer ",
+                          static_cast<int>(b.id), " (slot ", b.slot, ", layer ", b.layer,
+                          ") that RankState does not hold");
+}
+
+void RankState::bind_grads(bf16* g, std::int64_t elems) {
+  // Per layer: the dense gradients (one contiguous block an all-reduce covers), then the experts'.
+  const std::int64_t H = sh_.hidden, F = sh_.expert_ffn, El = el_;
   grad_block_ = g;
-  grad_block_elems_ = grad_elems;
+  grad_block_elems_ = elems;
   std::int64_t at = 0;
   auto next = [&](std::int64_t n) {
-    bf16* p = g ? g + at : nullptr;
+    bf16* p = g + at;
     at += n;
     return p;
   };
   for (int l = 0; l < sh_.num_layers; ++l) {
     LayerWeights& w = layers_[l];
-    w.moe = l >= sh_.first_k_dense;
-    w.mlp_ffn = w.moe ? sh_.shared_ffn : sh_.dense_ffn;
     const std::int64_t f = w.mlp_ffn;
+    w.dense_grad_elems = H * sh_.qkv_dim + static_cast<std::int64_t>(sh_.ctx_dim) * H +
+                         H * 2 * f + f * H;
     w.g_wqkv = next(H * sh_.qkv_dim);
     w.g_wproj = next(static_cast<std::int64_t>(sh_.ctx_dim) * H);
     w.g_w1s = next(H * 2 * f);
     w.g_w2s = next(f * H);
-    w.dense_grad_elems = H * sh_.qkv_dim + static_cast<std::int64_t>(sh_.ctx_dim) * H +
-                         H * 2 * f + f * H;
     if (w.moe) {
       w.g_w1 = next(El * H * 2 * F);
       w.g_w2 = next(El * F * H);
     }
   }
-  for (int l = 0; l < sh_.num_layers; ++l) {
-    LayerWeights& w = layers_[l];
-    const std::int64_t f = w.mlp_ffn;
-    w.wqkv = a.template take<bf16>(H * sh_.qkv_dim);
-    w.wproj = a.template take<bf16>(static_cast<std::int64_t>(sh_.ctx_dim) * H);
-    w.w1s = a.template take<bf16>(H * 2 * f);
-    w.w2s = a.template take<bf16>(f * H);
-    if (w.moe) {
-      w.wrouter = a.template take<bf16>(H * E);
-      w.w1 = a.template take<bf16>(El * H * 2 * F);
-      w.w2 = a.template take<bf16>(El * F * H);
-    }
-  }
-  const bool flex = set_.transport == Transport::flex;
-  for (auto& row : slots_)
-    for (int l = 0; l < sh_.num_layers; ++l) {
-      SlotLayer& s = row[l];
-      const bool moe = layers_[l].moe;
-      const std::int64_t f = layers_[l].mlp_ffn;
-      s.qkv = a.template take<bf16>(NT * sh_.qkv_dim);
-      s.h = a.template take<bf16>(NT * H);
-      s.s_fc1 = a.template take<bf16>(NT * 2 * f);
-      s.s_act = a.template take<bf16>(NT * f);
-      s.s_out = a.template take<bf16>(NT * H);
-      s.y = a.template take<bf16>(NT * H);
-      s.dh = a.template take<bf16>(NT * H);
-      s.d_s_act = a.template take<bf16>(NT * f);
-      s.d_s_fc1 = a.template take<bf16>(NT * 2 * f);
-      s.d_qkv = a.template take<bf16>(NT * sh_.qkv_dim);
-      s.dx = a.template take<bf16>(NT * H);
-      if (!moe) continue;
-      s.logits = a.template take<float>(NT * E);
-      s.topk_idx = a.template take<int>(NT * K);
-      s.topk_w = a.template take<float>(NT * K);
-      s.moe_out = a.template take<bf16>(NT * H);
-      s.loc_offsets = a.template take<int>(El + 1);
-      s.loc_ntpe = a.template take<int>(El);
-      s.x_perm = a.template take<bf16>(cap * H);
-      s.fc1 = a.template take<bf16>(cap * 2 * F);
-      s.act = a.template take<bf16>(cap * F);
-      s.y_perm = a.template take<bf16>(cap * H);
-      s.d_act = a.template take<bf16>(cap * F);
-      s.d_fc1 = a.template take<bf16>(cap * 2 * F);
-      s.d_xperm = a.template take<bf16>(cap * H);
-      if (flex) {
-        s.token_slot = a.template take<int>(NT * R);
-        s.ntpr = a.template take<int>(R);
-        s.row_w = a.template take<float>(cap);
-        s.fx_permuted_row = a.template take<int>(R * NT * K);
-        s.fx_row_src = a.template take<int>(
-            kernels::alltoall_layout_max_rows(R * NT, static_cast<int>(K), static_cast<int>(El),
-                                              kExpertRowAlign));
-        s.layout_ws = a.template take<char>(
-            static_cast<std::int64_t>(kernels::layout_workspace_bytes(R * NT, El)) + 256 +
-            static_cast<std::int64_t>(kernels::layout_workspace_bytes(NT, R)));
-      } else {
-        s.permuted_row = a.template take<int>(NT * K);
-        s.row_src_token = a.template take<int>(NT * K);
-        s.expert_offsets = a.template take<int>(E + 1);
-        s.ntpe = a.template take<int>(E);
-        s.counts_all = a.template take<int>(R * E);
-        s.layout_ws = a.template take<char>(
-            static_cast<std::int64_t>(kernels::layout_workspace_bytes(NT, E)));
-        s.x_send = a.template take<bf16>(NT * K * H);
-        s.y_recv = a.template take<bf16>(NT * K * H);
-        s.x_recv = a.template take<bf16>(cap * H);
-        s.row_src = a.template take<int>(cap);
-        s.row_dst = a.template take<int>(cap);
-        s.counts_recv = a.template take<int>(R * El);
-      }
-    }
-  x0_.assign(set_.slots, nullptr);
-  g_.assign(set_.slots, nullptr);
-  for (int i = 0; i < set_.slots; ++i) {
-    x0_[i] = a.template take<bf16>(NT * H);
-    g_[i] = a.template take<bf16>(NT * H);
-  }
-  outputs_.clear();
-  input_grads_.clear();
-  if (set_.keep_outputs)
-    for (int m = 0; m < set_.num_microbatches; ++m) {
-      outputs_.push_back(a.template take<bf16>(NT * H));
-      input_grads_.push_back(a.template take<bf16>(NT * H));
-    }
-  // Core-attention stand-in scratch: scores of a few (sequence, head) pairs at a time.
-  const std::int64_t seq = sh_.seq, half = std::max<std::int64_t>(1, seq / 2);
-  const std::int64_t batches = static_cast<std::int64_t>(sh_.num_heads) * sh_.mbs * set_.blocks;
-  const std::int64_t chunk =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(batches, (32LL << 20) / (seq * half)));
-  attn_scratch_elems_ = chunk * seq * half + chunk * seq * std::max(sh_.qk_head_dim, sh_.v_head_dim);
-  attn_scratch_ = a.template take<bf16>(attn_scratch_elems_);
-  ones_ = a.template take<float>(NT * K);
-  skew_log_weight_ = a.template take<float>(E);
-  gemm_ws_ = a.template take<char>(
-      static_cast<std::int64_t>(kernels::grouped_gemm_workspace_bytes(el_)));
-  if (flex) {
-    const auto b = kernels::flex_buffer_bytes(static_cast<int>(R), static_cast<int>(NT),
-                                              static_cast<int>(H), static_cast<int>(K));
-    for (kernels::FlexBuffers* fb : {&flex_.fwd, &flex_.bwd}) {
-      fb->recv_x = a.template take<bf16>(static_cast<std::int64_t>(b.recv_x / sizeof(bf16)));
-      fb->recv_topk_idx = a.template take<int>(static_cast<std::int64_t>(b.recv_topk_idx / 4));
-      fb->recv_topk_weights =
-          a.template take<float>(static_cast<std::int64_t>(b.recv_topk_weights / 4));
-      fb->recv_count = a.template take<int>(static_cast<std::int64_t>(b.recv_count / 4));
-      fb->recv_flag = a.template take<std::uint64_t>(static_cast<std::int64_t>(b.recv_flag / 8));
-      fb->combine_x = a.template take<bf16>(static_cast<std::int64_t>(b.combine_x / sizeof(bf16)));
-      fb->combine_flag =
-          a.template take<std::uint64_t>(static_cast<std::int64_t>(b.combine_flag / 8));
-      fb->done_counter =
-          a.template take<unsigned int>(static_cast<std::int64_t>(b.done_counter / 4));
-    }
-    flex_.peers_fwd = a.template take<kernels::FlexBuffers>(R);
-    flex_.peers_bwd = a.template take<kernels::FlexBuffers>(R);
-  }
+  if (at != elems)
+    throw EPO_RUNTIME_ERROR("rank ", set_.rank, ": the memory plan's gradient block holds ", elems,
+                            " elements, the layers need ", at);
 }
 
 void RankState::init_weights() {

@@ -1,8 +1,8 @@
 #pragma once
 // Everything one EP rank owns on its GPU: streams, cuBLAS handle, weights and gradients of the
 // layers it runs, activations of each (slot, layer), receive buffers, pinned host staging and the
-// per-op events. Allocated once, from one device allocation (so out-of-memory is reported before
-// anything runs). A "reference" rank holds all experts and the tokens of all EP ranks (`blocks`
+// per-op events. Allocated once, from one device allocation laid out by plan_rank_memory (so
+// out-of-memory is reported before anything runs, and `epo run --dry-run` prints the same plan). A "reference" rank holds all experts and the tokens of all EP ranks (`blocks`
 // of tokens, each run through attention with the same GEMM shapes as on its own rank).
 #include <cstdint>
 #include <memory>
@@ -13,6 +13,7 @@
 #include <nccl.h>
 
 #include "executor/gpu_resources.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/op_plan.hpp"
 #include "kernels/launchers.hpp"
 #include "model/config.hpp"
@@ -20,8 +21,6 @@
 namespace epo::exec {
 
 using bf16 = __nv_bfloat16;
-
-enum class Transport { local, nccl, flex };
 
 struct LayerWeights {
   bool moe = true;
@@ -38,8 +37,8 @@ struct LayerWeights {
 /// Activations of one micro-batch slot of one layer.
 struct SlotLayer {
   // forward, source side
-  bf16 *qkv = nullptr, *h = nullptr, *s_fc1 = nullptr, *s_act = nullptr, *s_out = nullptr;
-  bf16* y = nullptr;
+  bf16 *qkv = nullptr, *h = nullptr, *s_fc1 = nullptr, *s_act = nullptr;
+  bf16* y = nullptr;               // [NT][H]; holds the shared expert's output until the combine
   float* logits = nullptr;
   int* topk_idx = nullptr;
   float* topk_w = nullptr;
@@ -48,7 +47,7 @@ struct SlotLayer {
   int* counts_all = nullptr;       // [R][E] all ranks' ntpe (NCCL all-gather target)
   void* layout_ws = nullptr;
   bf16* x_send = nullptr;          // [NT*K][H]; reused for the combine-backward rows
-  bf16* y_recv = nullptr;          // [NT*K][H]; reused for the dispatch-backward rows
+  bf16* y_recv = nullptr;          // [NT*K][H] (x_send's memory); the dispatch-backward rows too
   int *token_slot = nullptr, *ntpr = nullptr;  // flex layout
   // expert side
   bf16* x_recv = nullptr;          // [cap][H]; also y_back, d_recv, d_back (disjoint lifetimes)
@@ -78,19 +77,6 @@ struct FlexState {
   std::uint64_t seq_fwd = 0, seq_bwd = 0;
 };
 
-struct RankSetup {
-  int rank = 0;            ///< EP rank (0 for the reference)
-  int device = 0;
-  int num_ranks = 1;       ///< EP ranks the exchange spans (1 for the reference)
-  int blocks = 1;          ///< token blocks held (EP size for the reference, else 1)
-  int slots = 1;           ///< activation slots per layer
-  int num_microbatches = 1;
-  Transport transport = Transport::local;
-  bool keep_outputs = false;  ///< keep every micro-batch's output and input gradient (--check)
-  /// Reference of a flex run: combine with the flex kernels' rounding over this many ranks.
-  int emulate_flex_ranks = 0;
-};
-
 class RankState {
  public:
   RankState(const model::Config& cfg, const RunShape& shape, const RankSetup& setup);
@@ -104,6 +90,7 @@ class RankState {
   int local_experts() const { return el_; }
   std::int64_t capacity_rows() const { return cap_; }
   std::int64_t allocated_bytes() const { return static_cast<std::int64_t>(arena_.bytes()); }
+  const RankMemoryPlan& memory_plan() const { return plan_; }
   const model::Config& config() const { return cfg_; }
 
   cudaStream_t compute() const { return compute_.get(); }
@@ -144,8 +131,8 @@ class RankState {
   Event origin;
 
  private:
-  template <typename A>
-  void carve(A& arena);
+  void bind(const Binding& b, char* base);
+  void bind_grads(bf16* g, std::int64_t elems);
   void init_weights();
 
   model::Config cfg_;
@@ -153,6 +140,7 @@ class RankState {
   RankSetup set_;
   int nt_ = 0, el_ = 0;
   std::int64_t cap_ = 0;
+  RankMemoryPlan plan_;
   Stream compute_, comm_, grad_;
   CublasHandle blas_;
   DeviceBuffer arena_;

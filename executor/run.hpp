@@ -72,6 +72,8 @@ void check_runnable(const model::Config& cfg, const RunOptions& options);
 
 /// The configuration with only `layers` decoder layers (0: unchanged), re-derived.
 model::Config with_layers(const model::Config& cfg, int layers);
+/// The configuration with `moe_layers` (>= 1) decoder layers, all MoE (no dense first layers).
+model::Config with_moe_layers(const model::Config& cfg, int moe_layers);
 
 /// Runs warm-up and measured steps of the configured schedule (and of the baseline when overlap
 /// is on), optionally --check; sets CUDA_DEVICE_MAX_CONNECTIONS from the config before the CUDA

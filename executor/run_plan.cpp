@@ -2,6 +2,7 @@
 // process per node or per GPU group, see run_mpi.hpp), measurement phases, --check against the
 // single-rank reference, the measurement document.
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <exception>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "executor/process_layout.hpp"
 #include "executor/run.hpp"
 #include "executor/run_mpi.hpp"
+#include "executor/run_layout.hpp"
 #include "executor/runner.hpp"
 #include "executor/thread_barrier.hpp"
 #include "model/config_io.hpp"
@@ -35,6 +37,7 @@ constexpr bool kBuiltWithMpi = false;
 struct Plan {
   model::Config cfg;
   RunOptions opt;
+  RunLayout layout;
   RunShape sh;
   Transport transport = Transport::local;
   bool virt = false;
@@ -48,21 +51,14 @@ struct Shared {
   std::vector<OpRecord> records;
   std::vector<Capture> cap_cfg, cap_other;
   std::vector<std::int64_t> memory;
+  std::vector<std::int64_t> device_used;  ///< per GPU, at the end of the measured steps
   std::vector<FlexState*> flex;
   double raw_alltoall_us = 0;
   std::vector<std::string> placement;  ///< where each GPU's issuing host thread runs
 };
 
 RankSetup setup_for(const Plan& p, int rank, int device) {
-  RankSetup s;
-  s.rank = rank;
-  s.device = device;
-  s.num_ranks = p.ranks;
-  s.slots = p.slots;
-  s.num_microbatches = p.sh.num_microbatches;
-  s.transport = p.transport;
-  s.keep_outputs = p.opt.check;
-  return s;
+  return rank_setup(p.layout, rank, device, p.opt.check);
 }
 
 /// Runs the measured phases for the ranks of one host thread. `sync` lines up the threads.
@@ -100,8 +96,11 @@ void run_group(const Plan& p, Group& g, Shared& shared, const std::function<void
     std::lock_guard<std::mutex> lock(shared.mu);
     if (g.ranks[0]->rank() == 0) shared.raw_alltoall_us = us;
   }
+  EPO_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto [free, total] = device_memory_info();
   std::lock_guard<std::mutex> lock(shared.mu);
   for (RankState* rs : g.ranks) shared.memory[rs->rank()] = rs->allocated_bytes();
+  shared.device_used.push_back(static_cast<std::int64_t>(total - free));
 }
 
 void run_virtual(const Plan& p, Shared& shared) {
@@ -244,17 +243,9 @@ void check_against_reference(const Plan& p, Shared& shared, RunResult& result) {
   }
   const auto schedule_failures = c.failures;
   EPO_CHECK_CUDA(cudaSetDevice(0));
-  RankSetup s;
-  s.rank = 0;
-  s.num_ranks = 1;
-  s.blocks = p.ranks;
-  s.num_microbatches = p.sh.num_microbatches;
-  s.transport = Transport::local;
-  s.keep_outputs = true;
-  if (p.transport == Transport::flex) s.emulate_flex_ranks = p.ranks;
+  const RankSetup s = reference_setup(p.layout);
   const model::Schedule& baseline =
       p.cfg.opt.overlap_moe_expert_parallel_comm ? p.other : p.configured;
-  s.slots = activation_slots(baseline);
   RankState ref(p.cfg, p.sh, s);
   Group g;
   g.ranks = {&ref};
@@ -278,6 +269,38 @@ void check_against_reference(const Plan& p, Shared& shared, RunResult& result) {
                          " micro-batches");
 }
 
+/// Refuses a run whose memory plan does not fit a GPU's free memory, before any allocation.
+void refuse_if_too_large(const Plan& p, int gpus) {
+  const RunMemory m = run_memory(p.cfg, p.layout, p.opt.check);
+  std::int64_t free_min = -1, total = 0;
+  for (int d = 0; d < std::min(gpus, p.layout.devices); ++d) {
+    EPO_CHECK_CUDA(cudaSetDevice(d));
+    const auto [free, all] = device_memory_info();
+    if (free_min < 0 || static_cast<std::int64_t>(free) < free_min) {
+      free_min = static_cast<std::int64_t>(free);
+      total = static_cast<std::int64_t>(all);
+    }
+  }
+  const std::int64_t need = std::max(m.device_bytes, m.reference_bytes);
+  if (free_min < 0 || need <= free_min) return;
+  auto fmt_gb = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f GB", v);
+    return std::string(buf);
+  };
+  const double gb = 1e9;
+  std::string msg = "the run needs " + fmt_gb(need / gb) + " on " +
+                    (p.virt ? "its GPU (all " + std::to_string(p.ranks) + " virtual ranks)"
+                            : "its fullest GPU") +
+                    " but " + fmt_gb(free_min / gb) + " of " + fmt_gb(total / gb) +
+                    " are free; see `epo run --dry-run` for where it goes";
+  const auto smaller = runs_that_fit(p.cfg, p.opt, free_min);
+  if (smaller.empty()) msg += "; no smaller run of this plan fits";
+  for (std::size_t i = 0; i < smaller.size(); ++i)
+    msg += (i == 0 ? "; these fit: " : ", or ") + smaller[i];
+  throw EPO_INPUT_ERROR(msg);
+}
+
 }  // namespace
 
 RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
@@ -286,15 +309,15 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   Plan p;
   p.cfg = cfg;
   p.opt = options;
-  p.sh = run_shape(cfg);
-  p.virt = cfg.virtual_ranks > 0;
-  p.ranks = cfg.par.ep;
-  const bool flex = cfg.opt.dispatcher == model::Dispatcher::flex;
-  p.transport = flex ? Transport::flex : (p.virt ? Transport::local : Transport::nccl);
+  p.layout = plan_run(cfg);
+  p.sh = p.layout.sh;
+  p.virt = p.layout.virt;
+  p.ranks = p.layout.ranks;
+  p.transport = p.layout.transport;
   const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm;
-  p.configured = model::build_schedule(cfg, 0, overlap);
-  p.other = model::build_schedule(cfg, 0, !overlap);
-  p.slots = std::max(activation_slots(p.configured), activation_slots(p.other));
+  p.configured = p.layout.configured;
+  p.other = p.layout.other;
+  p.slots = p.layout.slots;
   for (const auto* s : {&p.configured, &p.other}) {
     if (s->ops.size() > 4000) continue;  // the check is quadratic; the schedule tests cover it
     const auto errors = verify_schedule_for_runner(*s, p.slots);
@@ -317,6 +340,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
     throw EPO_INPUT_ERROR("the plan needs ", needed, " GPUs (", p.ranks, " EP ranks, one per GPU) "
                           "but ", gpus, " are present; use --gpus ", gpus, " or --virtual-ranks ",
                           p.ranks, " to run every rank on one GPU");
+  if (!group) refuse_if_too_large(p, gpus);
   Shared shared;
   shared.cap_cfg.resize(p.ranks);
   shared.cap_other.resize(p.ranks);
@@ -353,6 +377,7 @@ RunResult run_plan(const model::Config& cfg, const RunOptions& options) {
   info.overlapped = overlap;
   info.shared_clock = p.virt;
   info.peak_memory_bytes = shared.memory;
+  info.device_used_bytes = shared.device_used;
   const ScheduleSummary summary = summarize(shared.records, overlap, p.virt);
   result.comm_busy_us = summary.comm_busy_us;
   result.exposed_comm_us = summary.exposed_comm_us;

@@ -39,33 +39,6 @@ void require_aligned16(const void* ptr, const char* function, const char* name) 
 
 }  // namespace detail
 
-size_t layout_workspace_bytes(int64_t num_tokens, int num_bins) {
-  // Per chunk of kLayoutChunkTokens tokens: one count per bin (see layout.cu).
-  const int64_t chunks = (num_tokens + 255) / 256;
-  return static_cast<size_t>(std::max<int64_t>(chunks, 1)) * std::max(num_bins, 1) * sizeof(int);
-}
-
-int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_experts, int align) {
-  return num_tokens * num_topk + static_cast<int64_t>(num_experts) * (align - 1);
-}
-
-FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hidden,
-                                  int num_topk) {
-  const size_t rows = static_cast<size_t>(num_ranks) * max_tokens_per_rank;
-  // Every array rounded to 256 bytes so that carving them out of one allocation keeps alignment.
-  auto pad = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  FlexBufferBytes b;
-  b.recv_x = pad(rows * hidden * sizeof(bf16));
-  b.recv_topk_idx = pad(rows * num_topk * sizeof(int));
-  b.recv_topk_weights = pad(rows * num_topk * sizeof(float));
-  b.recv_count = pad(num_ranks * sizeof(int));
-  b.recv_flag = pad(num_ranks * sizeof(uint64_t));
-  b.combine_x = pad(rows * hidden * sizeof(bf16));
-  b.combine_flag = pad(num_ranks * sizeof(uint64_t));
-  b.done_counter = pad(2 * sizeof(unsigned int));
-  return b;
-}
-
 FlexBuffers flex_buffers_from(void* base, int num_ranks, int max_tokens_per_rank, int hidden,
                               int num_topk) {
   detail::require_aligned16(base, "flex_buffers_from", "base");

@@ -72,8 +72,16 @@ void run_one(cublasHandle_t handle, const RowMajorGemm& g, float alpha, float be
                                 CUDA_R_16BF, c.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+/// cublasSetStream resets the handle's workspace to cuBLAS's own pool: rebind only on a change,
+/// so a caller's handle keeps the workspace it was given (cublasSetWorkspace).
+void use_stream(cublasHandle_t handle, cudaStream_t stream) {
+  cudaStream_t current = nullptr;
+  EPO_CUBLAS_CHECK(cublasGetStream(handle, &current));
+  if (current != stream) EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+}
+
 // Device pointer arrays of the grouped API, written by a kernel from parameters (no host staging).
-constexpr int kPointerBatch = 128;
+constexpr int kPointerBatch = kGroupedGemmPointerBatch;
 struct PointerBatch {
   const void* first[kPointerBatch];
   const void* second[kPointerBatch];
@@ -256,7 +264,7 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
   detail::require(m >= 0 && n >= 0 && k >= 0, kFn, "m, n, k must be >= 0");
   if (m == 0 || n == 0) return;
   detail::require_pointer(c, kFn, "c");
-  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  use_stream(handle, stream);
   if (k == 0) {
     // cuBLAS would scale c by beta; do the same without it so k = 0 is well defined.
     detail::require(beta == 0.f || beta == 1.f, kFn, "k = 0 supports beta 0 or 1 only");
@@ -269,10 +277,6 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
   run_one(handle, RowMajorGemm{a, b, c, m, n, k, trans_a, trans_b}, alpha, beta);
 }
 
-size_t grouped_gemm_workspace_bytes(int num_experts) {
-  (void)num_experts;  // pointer arrays are written per batch of kPointerBatch groups
-  return 3 * kPointerBatch * sizeof(void*);
-}
 
 namespace {
 
@@ -305,7 +309,7 @@ void grouped_gemm_fwd(cublasHandle_t handle, const bf16* x, const bf16* w, bf16*
   constexpr const char* kFn = "grouped_gemm_fwd";
   check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
   detail::require_pointer(w, kFn, "w");
-  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  use_stream(handle, stream);
   if (any_tokens(num_tokens_per_expert, num_experts)) {
     detail::require_aligned16(x, kFn, "x");
     detail::require_aligned16(out, kFn, "out");
@@ -326,7 +330,7 @@ void grouped_gemm_dgrad(cublasHandle_t handle, const bf16* dy, const bf16* w, bf
   constexpr const char* kFn = "grouped_gemm_dgrad";
   check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
   detail::require_pointer(w, kFn, "w");
-  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  use_stream(handle, stream);
   if (any_tokens(num_tokens_per_expert, num_experts)) {
     detail::require_aligned16(dy, kFn, "dy");
     detail::require_aligned16(dx, kFn, "dx");
@@ -347,7 +351,7 @@ void grouped_gemm_wgrad(cublasHandle_t handle, const bf16* x, const bf16* dy, bf
   constexpr const char* kFn = "grouped_gemm_wgrad";
   check_grouped(kFn, handle, num_tokens_per_expert, row_offset_per_expert, num_experts, n, k);
   detail::require_aligned16(dw, kFn, "dw");
-  EPO_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  use_stream(handle, stream);
   if (any_tokens(num_tokens_per_expert, num_experts)) {
     detail::require_aligned16(x, kFn, "x");
     detail::require_aligned16(dy, kFn, "dy");

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/kernel_types.hpp"
+#include "kernels/sizes.hpp"
 
 namespace epo::kernels {
 
@@ -60,12 +61,7 @@ void launch_dispatch_layout(const int* topk_idx, int num_tokens, int num_topk, i
                             int num_ranks, int* num_tokens_per_expert, int* num_tokens_per_rank,
                             uint8_t* is_token_in_rank, cudaStream_t stream);
 
-/// Bytes of device workspace launch_alltoall_layout / launch_flex_layout need (no init needed).
-size_t layout_workspace_bytes(int64_t num_tokens, int num_bins);
-
-/// Upper bound of permuted rows for launch_alltoall_layout: num_tokens*num_topk +
-/// num_experts*(align-1).
-int64_t alltoall_layout_max_rows(int64_t num_tokens, int num_topk, int num_experts, int align);
+// layout_workspace_bytes and alltoall_layout_max_rows: kernels/sizes.hpp.
 
 /// Alltoall (token copied once per selected expert) layout: a stable counting sort of the
 /// (token, k) pairs by expert. Rows are expert-major, token-ascending inside an expert, and each
@@ -169,8 +165,7 @@ enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched, kMultiStream };
 /// Nothing for the other paths.
 void prepare_grouped_gemm(GroupedGemmAlgo algo, cudaStream_t stream);
 
-/// Bytes of device workspace the kGroupedBatched path needs (3 pointer arrays); 0 for the loop.
-size_t grouped_gemm_workspace_bytes(int num_experts);
+// grouped_gemm_workspace_bytes: kernels/sizes.hpp.
 
 /// Expert forward: out_e[m_e][n] = x_e[m_e][k] @ w_e[k][n] for every local expert e, where x_e is
 /// rows [row_offset_per_expert[e], +m_e) of x, m_e = num_tokens_per_expert[e], and out_e the same
@@ -254,17 +249,7 @@ struct FlexBuffers {
   unsigned int* done_counter = nullptr;  ///< [2]: dispatch, combine; zeroed once by the owner
 };
 
-/// Bytes of each FlexBuffers array, for the caller's allocation.
-struct FlexBufferBytes {
-  size_t recv_x, recv_topk_idx, recv_topk_weights, recv_count, recv_flag, combine_x, combine_flag,
-      done_counter;
-  size_t total() const {
-    return recv_x + recv_topk_idx + recv_topk_weights + recv_count + recv_flag + combine_x +
-           combine_flag + done_counter;
-  }
-};
-/// Sizes of one rank's FlexBuffers (see the table above).
-FlexBufferBytes flex_buffer_bytes(int num_ranks, int max_tokens_per_rank, int hidden, int num_topk);
+// FlexBufferBytes and flex_buffer_bytes: kernels/sizes.hpp.
 /// Carves one rank's FlexBuffers out of one device allocation of flex_buffer_bytes(...).total()
 /// bytes at `base` (256-byte aligned, e.g. from cudaMalloc). Zero the allocation once before first
 /// use.
