@@ -15,3 +15,21 @@ TEST_CASE("epo run rejects layouts it cannot execute, naming the setting") {
   CHECK(iters.exit_code == 2);
   CHECK(iters.output.find("--iters") != std::string::npos);
 }
+
+TEST_CASE("epo run --dry-run prints each rank's memory by class without a GPU") {
+  const auto r = run_epo("run --model deepseek-v3 --hardware h200-sxm --gpus 8 --virtual-ranks 8 "
+                         "--ep 8 --moe-layers 1 --seq 4096 --mbs 1 --gbs 16 --overlap --dry-run");
+  CHECK(r.exit_code == 0);
+  for (const char* what : {"weights", "gradients", "activations", "capacity", "transport",
+                           "scratch", "workspace", "2 micro-batches of 4096 tokens", "fits"})
+    CHECK(r.output.find(what) != std::string::npos);
+  const auto big = run_epo("run --model deepseek-v3 --hardware h200-sxm --gpus 8 "
+                           "--virtual-ranks 8 --ep 8 --moe-layers 8 --seq 4096 --mbs 1 --gbs 16 "
+                           "--dry-run");
+  CHECK(big.exit_code == 0);
+  CHECK(big.output.find("does NOT fit") != std::string::npos);
+  CHECK(big.output.find("--layers") != std::string::npos);
+  const auto both = run_epo("run --model tiny --virtual-ranks 4 --layers 1 --moe-layers 1 "
+                            "--dry-run");
+  CHECK(both.exit_code == 2);
+}
