@@ -42,9 +42,22 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     g.grouped = true;
     g.m = r.require_double("tokens_per_expert", 1, kMaxDim);
     g.count = r.require_int("num_experts", 1, 1 << 16);
-    g.k = r.require_double("hidden", 1, kMaxDim);
-    // fc1 of SwiGLU experts: hidden -> 2 * ffn (executor/microbench.hpp).
-    g.n = 2.0 * r.require_double("ffn", 1, kMaxDim);
+    const double hidden = r.require_double("hidden", 1, kMaxDim);
+    const double ffn = r.require_double("ffn", 1, kMaxDim);
+    if (r.has("product")) {
+      const std::string product = r.require_string("product");
+      EPO_REQUIRE_INPUT(product == "fc1" || product == "fc2", where, ": product = '", product,
+                        "': expected fc1 or fc2");
+      g.fc2 = product == "fc2";
+    }
+    if (r.has("pass")) {
+      g.pass = r.require_string("pass");
+      EPO_REQUIRE_INPUT(g.pass == "fwd" || g.pass == "dgrad" || g.pass == "wgrad", where,
+                        ": pass = '", g.pass, "': expected fwd, dgrad or wgrad");
+    }
+    // fc1 of SwiGLU experts: hidden -> 2 * ffn; fc2: ffn -> hidden (executor/microbench.hpp).
+    g.k = g.fc2 ? ffn : hidden;
+    g.n = g.fc2 ? hidden : 2.0 * ffn;
     if (r.has("launch")) {
       const std::string launch = r.require_string("launch");
       EPO_REQUIRE_INPUT(launch == "grouped" || launch == "per_expert", where, ": launch = '",
@@ -136,15 +149,18 @@ Samples samples_from_json(const nlohmann::json& j, const std::string& where) {
 nlohmann::json to_json(const Samples& s) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& g : s.gemm) {
-    if (g.grouped)
-      arr.push_back({{"bench", "grouped_gemm"},
-                     {"tokens_per_expert", g.m},
-                     {"num_experts", static_cast<int>(g.count)},
-                     {"hidden", g.k},
-                     {"ffn", g.n / 2.0},
-                     {"launch", g.grouped_launch ? "grouped" : "per_expert"},
-                     {"time_us", g.time_us}});
-    else
+    if (g.grouped) {
+      nlohmann::json j = {{"bench", "grouped_gemm"},
+                          {"tokens_per_expert", g.m},
+                          {"num_experts", static_cast<int>(g.count)},
+                          {"hidden", g.fc2 ? g.n : g.k},
+                          {"ffn", g.fc2 ? g.k : g.n / 2.0},
+                          {"launch", g.grouped_launch ? "grouped" : "per_expert"},
+                          {"time_us", g.time_us}};
+      if (g.fc2) j["product"] = "fc2";
+      if (g.pass != "fwd") j["pass"] = g.pass;
+      arr.push_back(j);
+    } else
       arr.push_back(
           {{"bench", "gemm"}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_us", g.time_us}});
   }

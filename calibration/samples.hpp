@@ -4,7 +4,10 @@
 // What each sample means (the fitters' models rely on it):
 //  - gemm {m,n,k,time_us}: one bf16 GEMM [m x k] x [k x n], time per kernel.
 //  - grouped_gemm {tokens_per_expert,num_experts,hidden,ffn,time_us}: one grouped GEMM of
-//    num_experts SwiGLU fc1 products [tokens_per_expert x hidden] x [hidden x 2*ffn].
+//    num_experts SwiGLU fc1 products [tokens_per_expert x hidden] x [hidden x 2*ffn]; with
+//    "product":"fc2" the fc2 products [tokens_per_expert x ffn] x [ffn x hidden]; "pass":"dgrad" or
+//    "wgrad" times the product's data or weight gradient, read with the forward's triple (the
+//    cost model times all three passes of a product with it).
 //  - copy {bytes,sms,time_us}: a copy kernel holding `sms` SMs moving `bytes` of payload (each byte
 //    read once and written once).
 //  - hbm {bytes,time_us}: a device-to-device cudaMemcpyAsync of `bytes` with the whole GPU, time
@@ -32,6 +35,8 @@ struct GemmSample {
   /// Grouped samples: issued as grouped cuBLAS launches (one per batch of experts) rather than
   /// one GEMM per expert ("launch": "grouped" in the file; absent = per expert).
   bool grouped_launch = false;
+  bool fc2 = false;             ///< grouped: the fc2 product (else fc1)
+  std::string pass = "fwd";     ///< grouped: fwd, dgrad or wgrad
   double time_us = 0;
 };
 

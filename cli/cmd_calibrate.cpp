@@ -12,7 +12,9 @@
 #include "calibration/profile_fit.hpp"
 #include "calibration/samples.hpp"
 #include "cli/commands.hpp"
+#include "cli/config_flags.hpp"
 #include "cli/html_output.hpp"
+#include "executor/bench_shapes.hpp"
 #include "executor/microbench.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
@@ -38,6 +40,7 @@ namespace {
 
 struct BenchArgs {
   std::string out;
+  std::vector<std::string> for_configs;  ///< --for: a configuration/plan JSON or a flags string
   bool quick = false, progress = false;
   int gpus = 1, device = 0;
 };
@@ -63,8 +66,27 @@ std::string command_line() {
 }
 
 
+/// The configuration a --for value names: a configuration or plan file (as --config takes), or
+/// the configuration flags of predict/plan/run in one string ("--model deepseek-v3 --ep 8 ...").
+model::Config config_for(const std::string& value) {
+  ConfigFlags f;
+  CLI::App flags("--for");
+  add_config_flags(flags, f);
+  if (std::ifstream(value).good()) {
+    f.config_file = value;
+  } else {
+    try {
+      flags.parse(value, false);
+    } catch (const CLI::ParseError& e) {
+      throw EPO_INPUT_ERROR("--for '", value, "': neither a readable configuration file nor "
+                            "configuration flags (", e.what(), ")");
+    }
+  }
+  return build_config(f);
+}
+
 int run_bench(const BenchArgs& a) {
-  model::check_output_paths({a.out}, {});
+  model::check_output_paths({a.out}, a.for_configs);
   exec::BenchOptions opt;
   opt.device = a.device;
   opt.num_gpus = a.gpus;
@@ -79,6 +101,15 @@ int run_bench(const BenchArgs& a) {
     opt.iters = 5;
     opt.tokens_per_expert = {16, 64, 256, 1024, 4096};
     opt.message_bytes = {1LL << 18, 1LL << 22, 1LL << 26};
+  }
+  for (const auto& v : a.for_configs) {
+    const auto shapes = exec::config_bench_shapes(config_for(v));
+    exec::add_config_shapes(opt, shapes);
+    std::fprintf(stderr, "epo calibrate bench --for %s: %zu GEMM shapes, experts %d x %d -> %d "
+                 "at %zu row count(s), %zu dispatch size(s)\n", shapes.label.c_str(),
+                 shapes.gemm_shapes.size(), shapes.experts.num_experts, shapes.experts.hidden,
+                 shapes.experts.ffn, shapes.experts.tokens_per_expert.size(),
+                 shapes.dispatch_bytes.size());
   }
   std::fprintf(stderr, "epo calibrate bench: microbenchmarks on GPU %d (%d GPU(s))%s\n", a.device,
                a.gpus, a.quick ? ", quick" : "");
@@ -165,6 +196,11 @@ void add_calibrate(CLI::App& app, Runner& run) {
   auto* b = cal->add_subcommand("bench", "run the calibration microbenchmarks (GPU build only)");
   b->add_option("--out", bench->out, "samples JSON to write")->required();
   b->add_flag("--quick", bench->quick, "fewer sizes and repetitions");
+  b->add_option("--for", bench->for_configs,
+                "also measure the shapes this configuration runs (its GEMMs forward and backward, "
+                "its experts at its routing's rows, its dispatch bytes): a configuration or plan "
+                "JSON, or its flags in one string, e.g. \"--model deepseek-v3 --ep 8\"; "
+                "repeatable");
   b->add_option("--gpus", bench->gpus, "GPUs to use (>= 2 measures NCCL and flex over NVLink)");
   b->add_option("--device", bench->device, "first GPU");
   b->add_flag("--progress", bench->progress,

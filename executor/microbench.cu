@@ -68,12 +68,25 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
   if (gemms.empty())
     for (int nk : {2048, 4096})
       for (int m = 256; m <= 16384; m *= 2) gemms.push_back({m, nk, nk});
+  for (const auto& g : o.extra_gemm_shapes)
+    if (std::find(gemms.begin(), gemms.end(), g) == gemms.end()) gemms.push_back(g);
   const auto tpe = or_default(o.tokens_per_expert, {16, 32, 64, 128, 256, 512, 1024, 2048, 4096});
-  const auto bytes = or_default<long long>(
+  auto bytes = or_default<long long>(
       o.message_bytes, {1LL << 16, 1LL << 18, 1LL << 20, 1LL << 22, 1LL << 24, 1LL << 26, 1LL << 28});
+  bytes.insert(bytes.end(), o.extra_message_bytes.begin(), o.extra_message_bytes.end());
+  std::sort(bytes.begin(), bytes.end());
+  bytes.erase(std::unique(bytes.begin(), bytes.end()), bytes.end());
   const auto sms = or_default(o.sms, {2, 4, 8, 16, 32, 64, all_sms});
-  const auto eps = or_default(o.ep_sizes, {2, 4, 8});
-  const int total = static_cast<int>(gemms.size() + 2 * tpe.size() + bytes.size() * sms.size() +
+  auto eps = or_default(o.ep_sizes, {2, 4, 8});
+  eps.insert(eps.end(), o.extra_ep_sizes.begin(), o.extra_ep_sizes.end());
+  std::sort(eps.begin(), eps.end());
+  eps.erase(std::unique(eps.begin(), eps.end()), eps.end());
+  std::size_t expert_samples = 0;
+  for (const auto& es : o.expert_shapes) expert_samples += 12 * es.tokens_per_expert.size();
+  for (const auto& note : o.notes) unmeasured.push_back(note);
+  if (!o.for_configs.empty()) doc["context"]["for"] = o.for_configs;
+  const int total = static_cast<int>(gemms.size() + 2 * tpe.size() + expert_samples +
+                                     bytes.size() * sms.size() +
                                      eps.size() * bytes.size() * sms.size() + sms.size() + 3);
   int done = 0;
   auto tick = [&](const std::string& what) {
@@ -131,6 +144,56 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
                            {"num_experts", E}, {"hidden", H}, {"ffn", F},
                            {"launch", grouped ? "grouped" : "per_expert"}, {"time_us", us}});
         tick("grouped_gemm");
+      }
+    }
+  }
+  // --for: the planned configurations' experts, fc1 and fc2, forward and both gradients.
+  for (const auto& es : o.expert_shapes) {
+    const std::int64_t E = es.num_experts, H = es.hidden, F = es.ffn;
+    if (E <= 0 || es.tokens_per_expert.empty()) continue;
+    const std::int64_t rows_max =
+        E * *std::max_element(es.tokens_per_expert.begin(), es.tokens_per_expert.end());
+    const std::int64_t wide = std::max(H, 2 * F);
+    DeviceBuffer x(2 * rows_max * wide, "expert x"), dy(2 * rows_max * wide, "expert dy"),
+        out(2 * rows_max * wide, "expert out"), wt(2 * E * H * 2 * F, "expert w"),
+        gw(2 * E * H * 2 * F, "expert dw");
+    DeviceBuffer ws(kernels::grouped_gemm_workspace_bytes(static_cast<int>(E)), "expert ws");
+    launch_fill_uniform(static_cast<bf16*>(x.get()), rows_max * wide, 3, 1.0f, s1.get());
+    launch_fill_uniform(static_cast<bf16*>(dy.get()), rows_max * wide, 4, 1.0f, s1.get());
+    launch_fill_uniform(static_cast<bf16*>(wt.get()), E * H * 2 * F, 5, 0.02f, s1.get());
+    for (int t : es.tokens_per_expert) {
+      std::vector<int> rows(E, t);
+      std::vector<std::int64_t> off(E);
+      for (std::int64_t e = 0; e < E; ++e) off[e] = e * t;
+      for (const bool fc1 : {true, false}) {
+        const int nn = static_cast<int>(fc1 ? 2 * F : H), k = static_cast<int>(fc1 ? H : F);
+        for (const char* pass : {"fwd", "dgrad", "wgrad"})
+          for (const bool grouped : {false, true}) {
+            const auto algo = grouped ? kernels::GroupedGemmAlgo::kGroupedBatched
+                                      : kernels::GroupedGemmAlgo::kPerExpertLoop;
+            auto* xp = static_cast<bf16*>(x.get());
+            auto* dp = static_cast<bf16*>(dy.get());
+            auto* op = static_cast<bf16*>(out.get());
+            auto* wp = static_cast<bf16*>(wt.get());
+            const std::string p = pass;
+            const double us = time_us([&] {
+              if (p == "fwd")
+                kernels::grouped_gemm_fwd(blas.get(), xp, wp, op, rows.data(), off.data(),
+                                          static_cast<int>(E), nn, k, algo, ws.get(), s1.get());
+              else if (p == "dgrad")
+                kernels::grouped_gemm_dgrad(blas.get(), dp, wp, op, rows.data(), off.data(),
+                                            static_cast<int>(E), nn, k, algo, ws.get(), s1.get());
+              else
+                kernels::grouped_gemm_wgrad(blas.get(), xp, dp, static_cast<bf16*>(gw.get()),
+                                            rows.data(), off.data(), static_cast<int>(E), nn, k,
+                                            true, algo, ws.get(), s1.get());
+            }, s1.get(), w, n, kGemmReps);
+            samples.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
+                               {"num_experts", E}, {"hidden", H}, {"ffn", F},
+                               {"product", fc1 ? "fc1" : "fc2"}, {"pass", pass},
+                               {"launch", grouped ? "grouped" : "per_expert"}, {"time_us", us}});
+            tick("expert gemm (--for)");
+          }
       }
     }
   }

@@ -13,6 +13,8 @@
 //   {"bench":"gemm","m":..,"n":..,"k":..,"time_us":..},               // bf16 row-major m x n x k
 //   {"bench":"grouped_gemm","tokens_per_expert":..,"num_experts":..,"hidden":..,"ffn":..,
 //    "launch":"per_expert|grouped","time_us":..},  // fc1 (hidden -> 2*ffn) fwd, both cuBLAS paths
+//    --for adds "product":"fc1|fc2" and "pass":"fwd|dgrad|wgrad" (fc2: ffn -> hidden; the data
+//    and weight gradients of the same product, as the cost model times them with its triple)
 //   {"bench":"copy","bytes":..,"sms":..,"time_us":..},                 // SM-limited HBM copy;
 //                                                                      // bytes = payload copied
 //   {"bench":"transport","kind":"local|nccl|flex","ep":..,"bytes_per_rank":..,"sms":..,
@@ -37,6 +39,12 @@ namespace epo::exec {
 
 constexpr int kSamplesSchemaVersion = 1;
 
+/// Expert GEMMs of one configuration (`--for`): fc1 and fc2, forward, data and weight gradient.
+struct ExpertBenchShape {
+  int num_experts = 0, hidden = 0, ffn = 0;
+  std::vector<int> tokens_per_expert;
+};
+
 /// What to measure; empty lists select the defaults documented on each field.
 struct BenchOptions {
   int device = 0;                      ///< first GPU used
@@ -56,6 +64,13 @@ struct BenchOptions {
   std::vector<int> sms;
   /// EP sizes for the local (virtual-rank) transport (default 2, 4, 8).
   std::vector<int> ep_sizes;
+  /// --for: shapes of the configurations planned, measured beside the generic sweep.
+  std::vector<std::vector<int>> extra_gemm_shapes;
+  std::vector<ExpertBenchShape> expert_shapes;
+  std::vector<long long> extra_message_bytes;
+  std::vector<int> extra_ep_sizes;
+  std::vector<std::string> notes;        ///< go to "unmeasured"
+  std::vector<std::string> for_configs;  ///< go to the context block ("for")
   std::string command_line;            ///< goes into the context block
   std::string git_revision = "unknown";
 };

@@ -185,3 +185,37 @@ TEST_CASE("samples reader rejects unknown keys, benches and kinds") {
   bad["samples"].push_back({{"bench", "hbm"}, {"time_us", 2.0}});
   CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
 }
+
+TEST_CASE("grouped samples of fc2 and of the gradients read with their forward triple") {
+  using nlohmann::json;
+  json doc = {{"schema_version", 1}, {"kind", "samples"}, {"samples", json::array()}};
+  auto sample = [](const char* product, const char* pass) {
+    return json{{"bench", "grouped_gemm"}, {"tokens_per_expert", 256}, {"num_experts", 32},
+                {"hidden", 7168}, {"ffn", 2048}, {"product", product}, {"pass", pass},
+                {"launch", "grouped"}, {"time_us", 100.0}};
+  };
+  doc["samples"].push_back(sample("fc1", "wgrad"));
+  doc["samples"].push_back(sample("fc2", "dgrad"));
+  const Samples s = samples_from_json(doc, "x.json");
+  REQUIRE(s.gemm.size() == 2u);
+  // fc1: hidden -> 2 ffn; fc2: ffn -> hidden, whatever the pass.
+  CHECK(s.gemm[0].k == Approx(7168));
+  CHECK(s.gemm[0].n == Approx(2 * 2048));
+  CHECK(s.gemm[1].k == Approx(2048));
+  CHECK(s.gemm[1].n == Approx(7168));
+  CHECK(s.gemm[1].count == Approx(32));
+  const Samples back = samples_from_json(to_json(s), "round trip");
+  REQUIRE(back.gemm.size() == 2u);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(back.gemm[i].n == Approx(s.gemm[i].n));
+    CHECK(back.gemm[i].k == Approx(s.gemm[i].k));
+    CHECK(back.gemm[i].fc2 == s.gemm[i].fc2);
+    CHECK(back.gemm[i].pass == s.gemm[i].pass);
+  }
+  json bad = doc;
+  bad["samples"][0]["pass"] = "backward";
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
+  bad = doc;
+  bad["samples"][0]["product"] = "fc3";
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
+}
