@@ -64,14 +64,16 @@ TEST_CASE("measurement document: keys, gain from the baseline, op means") {
   info.overlapped = true;
   info.shared_clock = true;
   info.peak_memory_bytes = {100, 200};
+  info.device_used_bytes = {4096};
   const auto j = exec::measurement_json({{"gpu", "test"}}, {{"schema_version", 1}}, info, r);
   CHECK(j["schema_version"] == 1);
   CHECK(j["kind"] == "measurement");
   for (const char* k : {"context", "config", "run", "ops", "summary"}) CHECK(j.contains(k));
   for (const char* k : {"virtual_ranks", "gpus", "layers", "iters", "warmup", "routing",
-                        "expert_gemm", "expert_gemm_path"})
+                        "expert_gemm", "expert_gemm_path", "device_used_bytes"})
     CHECK(j["run"].contains(k));
-  CHECK(j["run"].size() == 8);
+  CHECK(j["run"].size() == 9);
+  CHECK(j["run"]["device_used_bytes"][0] == 4096);
   const auto& s = j["summary"];
   CHECK(s["step_time_us"].get<double>() == Approx(14.0));
   CHECK(s["baseline_step_time_us"].get<double>() == Approx(16.0));
