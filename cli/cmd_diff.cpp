@@ -76,12 +76,12 @@ void add_diff(CLI::App& app, Runner& run) {
   auto paths = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand("diff", "predict two configurations (or logs) and explain the "
                                          "difference op by op, the settings that differ first");
-  // One positional of two values (CLI11 2.4 refuses a name with a space): shown as "A B".
-  sub->add_option("files", *paths, "two files A B: EPO JSON, plan, Megatron-LM arguments, Bridge "
-                                   "overrides or training logs")
+  // One positional of two values (CLI11 2.4 refuses a name with a space, such as "A B").
+  sub->add_option("files", *paths, "two files, A then B: EPO JSON, plan, Megatron-LM arguments, "
+                                   "Bridge overrides or training logs")
       ->required()
       ->expected(2)
-      ->type_name("A B");
+      ->type_name("FILE");
   add_config_flags(*sub, *f);
   sub->callback([f, paths, &run]() {
     run = [f, paths]() {
