@@ -66,8 +66,9 @@ struct Allocation {
   std::int64_t offset = 0, bytes = 0;
 };
 
-/// A pointer bound to an allocation. slot/layer -1: a rank-wide pointer; `index`: the layer of a
-/// weight, the micro-batch of a --check output.
+/// A pointer bound to an allocation: slot and layer of a slot-layer buffer; slot -1 with a layer:
+/// that layer's weights; layer -1: a rank-wide buffer, or with a slot that slot's embedding output
+/// and loss gradient (the micro-batch, for the --check outputs).
 struct Binding {
   Buf id;
   int slot = -1, layer = -1;
