@@ -143,4 +143,22 @@ std::vector<std::string> runs_that_fit(const model::Config& cfg, const RunOption
   return out;
 }
 
+void require_fits(const model::Config& cfg, const RunLayout& layout, const RunOptions& options,
+                  std::int64_t free_bytes, std::int64_t total_bytes) {
+  const RunMemory m = run_memory(cfg, layout, options.check);
+  const std::int64_t need = std::max(m.device_bytes, m.reference_bytes);
+  if (need <= free_bytes) return;
+  std::string msg = "the run needs " + gb(need) + " on " +
+                    (layout.virt ? "its GPU (all " + std::to_string(layout.ranks) +
+                                       " virtual ranks)"
+                                 : std::string("its fullest GPU")) +
+                    " but " + gb(free_bytes) + " of " + gb(total_bytes) +
+                    " are free; see `epo run --dry-run` for where it goes";
+  const auto smaller = runs_that_fit(cfg, options, free_bytes);
+  if (smaller.empty()) msg += "; no smaller run of this plan fits";
+  for (std::size_t i = 0; i < smaller.size(); ++i)
+    msg += (i == 0 ? "; these fit: " : ", or ") + smaller[i];
+  throw EPO_INPUT_ERROR(msg);
+}
+
 }  // namespace epo::exec

@@ -49,6 +49,11 @@ struct RunMemory {
 /// The run's memory from the same plans RankState allocates.
 RunMemory run_memory(const model::Config& cfg, const RunLayout& layout, bool check);
 
+/// Throws an input error when the run needs more than `free_bytes` on its fullest GPU (of
+/// `total_bytes`), naming both and the smaller runs that would fit (runs_that_fit).
+void require_fits(const model::Config& cfg, const RunLayout& layout, const RunOptions& options,
+                  std::int64_t free_bytes, std::int64_t total_bytes);
+
 /// Smaller runs that would fit `device_capacity_bytes` per GPU, as the flags that give them
 /// (fewer layers, fewer micro-batch tokens, fewer virtual ranks), best first; empty if none does.
 std::vector<std::string> runs_that_fit(const model::Config& cfg, const RunOptions& options,

@@ -2,7 +2,6 @@
 // process per node or per GPU group, see run_mpi.hpp), measurement phases, --check against the
 // single-rank reference, the measurement document.
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <exception>
 #include <memory>
@@ -271,7 +270,6 @@ void check_against_reference(const Plan& p, Shared& shared, RunResult& result) {
 
 /// Refuses a run whose memory plan does not fit a GPU's free memory, before any allocation.
 void refuse_if_too_large(const Plan& p, int gpus) {
-  const RunMemory m = run_memory(p.cfg, p.layout, p.opt.check);
   std::int64_t free_min = -1, total = 0;
   for (int d = 0; d < std::min(gpus, p.layout.devices); ++d) {
     EPO_CHECK_CUDA(cudaSetDevice(d));
@@ -281,24 +279,7 @@ void refuse_if_too_large(const Plan& p, int gpus) {
       total = static_cast<std::int64_t>(all);
     }
   }
-  const std::int64_t need = std::max(m.device_bytes, m.reference_bytes);
-  if (free_min < 0 || need <= free_min) return;
-  auto fmt_gb = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.1f GB", v);
-    return std::string(buf);
-  };
-  const double gb = 1e9;
-  std::string msg = "the run needs " + fmt_gb(need / gb) + " on " +
-                    (p.virt ? "its GPU (all " + std::to_string(p.ranks) + " virtual ranks)"
-                            : "its fullest GPU") +
-                    " but " + fmt_gb(free_min / gb) + " of " + fmt_gb(total / gb) +
-                    " are free; see `epo run --dry-run` for where it goes";
-  const auto smaller = runs_that_fit(p.cfg, p.opt, free_min);
-  if (smaller.empty()) msg += "; no smaller run of this plan fits";
-  for (std::size_t i = 0; i < smaller.size(); ++i)
-    msg += (i == 0 ? "; these fit: " : ", or ") + smaller[i];
-  throw EPO_INPUT_ERROR(msg);
+  if (free_min >= 0) require_fits(p.cfg, p.layout, p.opt, free_min, total);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "catch.hpp"
 #include "executor/run_layout.hpp"
 #include "fixtures.hpp"
+#include "model/error.hpp"
 
 using namespace epo;
 using exec::Buf;
@@ -158,4 +159,22 @@ TEST_CASE("memory plan: a run that does not fit is offered smaller runs that do"
   for (const auto& s : exec::runs_that_fit(longer, opt, capacity))
     seq = seq || s.find("--seq ") != std::string::npos;
   CHECK(seq);
+}
+
+TEST_CASE("a run is refused before allocating when its plan exceeds the free memory") {
+  const model::Config cfg = preset_run("deepseek-v3", 8, 4096, true, true);
+  const exec::RunLayout lay = exec::plan_run(cfg);
+  const exec::RunOptions opt;
+  const auto need = exec::run_memory(cfg, lay, false).device_bytes;
+  CHECK_NOTHROW(exec::require_fits(cfg, lay, opt, need, need));
+  try {
+    exec::require_fits(cfg, lay, opt, need / 2, need);
+    FAIL("half the memory it needs should be refused");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(e.kind() == ErrorKind::input);
+    CHECK(m.find("needs") != std::string::npos);
+    CHECK(m.find("--dry-run") != std::string::npos);
+    CHECK(m.find("these fit") != std::string::npos);
+  }
 }
