@@ -61,7 +61,19 @@ std::vector<Component> attention_gemms(const Builder& b) {
   const auto& m = b.m_;
   const double T = b.s_.tokens, h = m.hidden_size, tp = b.p_.tp;
   std::vector<Component> g;
-  if (m.attention == AttentionKind::mla) {
+  if (m.attention == AttentionKind::mla && b.cfg_.virtual_ranks > 0) {
+    // `epo run` folds MLA's down- and up-projections into one GEMM each way (executor/op_plan.cpp
+    // run_shape): queries, the latent and the rope key out of one QKV GEMM, the context from the
+    // query columns.
+    const auto& a = m.mla;
+    const double heads = m.num_attention_heads;
+    const double ctx = heads * a.v_head_dim;
+    const double qkv = std::max(heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) +
+                                    a.kv_lora_rank + a.qk_rope_head_dim,
+                                ctx);
+    g.push_back(b.gemm("attn.qkv", T, qkv, h));
+    g.push_back(b.gemm("attn.proj", T, h, ctx));
+  } else if (m.attention == AttentionKind::mla) {
     const auto& a = m.mla;
     const double heads = m.num_attention_heads / tp;
     const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;

@@ -159,6 +159,31 @@ TEST_CASE("on virtual ranks the model counts the executor's layer", "[cost]") {
   CHECK(p_b->hbm_bytes == Approx(p_f->hbm_bytes * (2 + 1) / (2.0 * 2)));  // top-2: (2+1) vs 2*2
 }
 
+TEST_CASE("on virtual ranks MLA is the executor's one QKV GEMM each way", "[cost]") {
+  nlohmann::json j = {{"schema_version", 1},
+                      {"model", "moonlight-16b-a3b"},
+                      {"hardware", "h200-sxm"},
+                      {"gpus", 8},
+                      {"parallel", {{"ep", 8}, {"global_batch_size", 16}, {"seq_length", 4096}}}};
+  Config cfg = config_from_json(j, "test config");
+  cfg.derive_and_check();
+  const StepCosts gpus = compute_step_costs(cfg);
+  CHECK(part(gpus.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.kv_down") !=
+        nullptr);
+  cfg.virtual_ranks = 8;
+  const StepCosts vr = compute_step_costs(cfg);
+  const OpCost& f = vr.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  CHECK(part(f, "attn.kv_down") == nullptr);
+  CHECK(part(f, "attn.q_down") == nullptr);
+  const Component* qkv = part(f, "attn.qkv");
+  REQUIRE(qkv != nullptr);
+  // heads * (nope + rope) + kv_lora + rope columns, as executor/op_plan.cpp run_shape folds them.
+  const auto& m = cfg.model;
+  const double cols = m.num_attention_heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) +
+                      m.mla.kv_lora_rank + m.mla.qk_rope_head_dim;
+  CHECK(qkv->flops == Approx(2.0 * 4096 * cols * m.hidden_size));
+}
+
 TEST_CASE("copies between virtual ranks add per-block rates harmonically", "[cost]") {
   HardwareProfile hw = test::tiny_config(4).hw;
   hw.local_copy_gbps_per_sm = 20;
