@@ -4,6 +4,8 @@
 #
 #   tools/calibration_loop.sh OUT_DIR            (EPO_BIN=path/to/epo to choose the program)
 #   LOOP_GPUS=2 tools/calibration_loop.sh OUT_DIR   (EP over real GPUs instead of virtual ranks)
+#   LOOP_FOR=plan.json tools/calibration_loop.sh OUT_DIR   (also benchmark the shapes of the job
+#     you plan: `epo calibrate bench --for`, a configuration/plan file or its flags in one string)
 #
 # One GPU (default): {tiny, Qwen3-30B-A3B (2 layers)} x virtual ranks {2, 4, 8} x dispatcher
 # {alltoall, flex} x {overlap off, overlap on, overlap on + delayed wgrad}: 36 configurations;
@@ -60,6 +62,7 @@ run_cmd() {  # run_cmd LOGFILE TIMEOUT_S CMD...
 log "microbenchmarks (quick)"
 bench_gpus=()
 [ "$gpus" -ge 2 ] && bench_gpus=(--gpus "$gpus")
+[ -n "${LOOP_FOR:-}" ] && bench_gpus+=(--for "$LOOP_FOR")
 if ! run_cmd "$out/logs/bench.log" 240 "$epo" calibrate bench --quick "${bench_gpus[@]}" \
     --out "$out/samples.json"; then
   log "epo calibrate bench failed (see logs/bench.log); stopping"

@@ -1,4 +1,10 @@
 // epo run at the command line: plans it cannot run are rejected before any GPU is touched.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "../cli/run_epo.hpp"
 #include "catch.hpp"
 
@@ -32,4 +38,22 @@ TEST_CASE("epo run --dry-run prints each rank's memory by class without a GPU") 
   const auto both = run_epo("run --model tiny --virtual-ranks 4 --layers 1 --moe-layers 1 "
                             "--dry-run");
   CHECK(both.exit_code == 2);
+}
+
+TEST_CASE("epo run --dry-run --json writes each rank's plan") {
+  const std::string path = "dry_run_plan_test.json";
+  std::remove(path.c_str());
+  const auto r = run_epo("run --model tiny --hardware h200-sxm --gpus 4 --virtual-ranks 4 --ep 4 "
+                         "--seq 512 --gbs 8 --dispatcher flex --dry-run --json " + path);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  const auto j = nlohmann::json::parse(in);
+  CHECK(j["kind"] == "run_memory_plan");
+  REQUIRE(j["rank_plans"].size() == 4u);
+  std::int64_t sum = 0;
+  for (const auto& p : j["rank_plans"]) sum += p["total_bytes"].get<std::int64_t>();
+  CHECK(j["device_bytes"].get<std::int64_t>() == sum + j["reserve_bytes"].get<std::int64_t>());
+  CHECK(j["fits"] == true);
+  std::remove(path.c_str());
 }
