@@ -79,6 +79,9 @@ int print_dry_run(const model::Config& cfg, const exec::RunOptions& options,
       std::printf(" %11s", fmt_bytes(static_cast<double>(p.class_bytes[c])).c_str());
     std::printf(" %11s\n", fmt_bytes(static_cast<double>(p.total_bytes)).c_str());
   }
+  for (int c = 0; c < exec::kNumMemClasses; ++c)
+    std::printf("  %-11s %s\n", exec::to_string(static_cast<exec::MemClass>(c)),
+                exec::describe(static_cast<exec::MemClass>(c)));
   // Where rank 0's memory goes, largest first (a name summed over slots and layers).
   std::map<std::string, std::pair<std::int64_t, int>> by_name;
   for (const auto& a : mem.ranks.front().allocations) {

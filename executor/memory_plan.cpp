@@ -19,7 +19,29 @@ const char* to_string(MemClass c) {
     case MemClass::transport: return "transport";
     case MemClass::scratch: return "scratch";
     case MemClass::workspace: return "workspace";
+    case MemClass::cublas: return "cublas";
     case MemClass::check: return "check";
+  }
+  return "?";
+}
+
+const char* describe(MemClass c) {
+  switch (c) {
+    case MemClass::weights: return "bf16 weights of the layers run";
+    case MemClass::gradients:
+      return "bf16 weight gradients (no optimizer state, no fp32 main grads)";
+    case MemClass::activations:
+      return "per micro-batch slot, token-sized: what the backward reads";
+    case MemClass::capacity:
+      return "per micro-batch slot, expert-row capacity: expert inputs, fc1 and activation "
+             "outputs (and their output gradients when wgrad is delayed)";
+    case MemClass::transport:
+      return "dispatch/combine: alltoall send/returned and received rows, flex buffers";
+    case MemClass::scratch:
+      return "per rank, shared by slots and layers: what one op writes and reads itself";
+    case MemClass::workspace: return "layout and pointer-array workspaces, routing tables";
+    case MemClass::cublas: return "the cuBLAS handle's workspace";
+    case MemClass::check: return "--check: every micro-batch's output and input gradient";
   }
   return "?";
 }
@@ -254,7 +276,7 @@ RankMemoryPlan plan_rank_memory(const model::Config& cfg, const RunShape& sh,
   a.take(Buf::skew_log_weight, -1, -1, "routing popularity", W, E, 4);
   a.take(Buf::gemm_ws, -1, -1, "grouped GEMM pointer arrays", W,
          static_cast<std::int64_t>(kernels::grouped_gemm_workspace_bytes(static_cast<int>(El))), 1);
-  a.take(Buf::cublas_ws, -1, -1, "cuBLAS workspace", W, kCublasWorkspaceBytes, 1);
+  a.take(Buf::cublas_ws, -1, -1, "cuBLAS workspace", MemClass::cublas, kCublasWorkspaceBytes, 1);
   if (flex) {
     const auto b = kernels::flex_buffer_bytes(static_cast<int>(R), static_cast<int>(NT),
                                               static_cast<int>(H), static_cast<int>(K));

@@ -42,11 +42,14 @@ enum class MemClass {
   capacity,     ///< per micro-batch slot, sized by the expert-row capacity: expert inputs, fc1, act
   transport,    ///< dispatch/combine buffers: alltoall send/receive rows, flex buffers
   scratch,      ///< per rank, shared by every slot and layer: what one op writes and reads itself
-  workspace,    ///< cuBLAS workspace, layout and pointer-array workspaces, small tables
+  workspace,    ///< layout and pointer-array workspaces, routing tables, small per-slot arrays
+  cublas,       ///< the cuBLAS handle's workspace
   check,        ///< --check: every micro-batch's output and input gradient
 };
-constexpr int kNumMemClasses = 8;
+constexpr int kNumMemClasses = 9;
 const char* to_string(MemClass c);
+/// One line on what the class holds (the legend of `epo run --dry-run`).
+const char* describe(MemClass c);
 
 /// A pointer of RankState (or of one of its slot-layers) the plan binds.
 enum class Buf {

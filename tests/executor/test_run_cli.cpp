@@ -27,7 +27,8 @@ TEST_CASE("epo run --dry-run prints each rank's memory by class without a GPU") 
                          "--ep 8 --moe-layers 1 --seq 4096 --mbs 1 --gbs 16 --overlap --dry-run");
   CHECK(r.exit_code == 0);
   for (const char* what : {"weights", "gradients", "activations", "capacity", "transport",
-                           "scratch", "workspace", "2 micro-batches of 4096 tokens", "fits"})
+                           "scratch", "workspace", "cublas", "2 micro-batches of 4096 tokens",
+                           "fits"})
     CHECK(r.output.find(what) != std::string::npos);
   const auto big = run_epo("run --model deepseek-v3 --hardware h200-sxm --gpus 8 "
                            "--virtual-ranks 8 --ep 8 --moe-layers 8 --seq 4096 --mbs 1 --gbs 16 "
