@@ -113,6 +113,8 @@ void print_prediction(const model::Config& cfg, const model::Prediction& p) {
   const auto& o = cfg.opt;
   std::printf("EPO prediction: %s on %d x %s\n", cfg.model.name.c_str(), cfg.num_gpus,
               cfg.hw.name.c_str());
+  if (const std::string note = model::uncalibrated_note(cfg.hw); !note.empty())
+    std::printf("  %s\n", note.c_str());
   std::printf("  layout   tp=%d pp=%d vpp=%d cp=%d ep=%d etp=%d dp=%d  mbs=%d gbs=%d seq=%d  "
               "(%d micro-batches)\n",
               par.tp, par.pp, par.vpp, par.cp, par.ep, par.etp, par.dp, par.micro_batch_size,

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
+#include <exception>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -88,6 +89,24 @@ HardwareProfile load_hardware_preset(const std::string& name) {
     throw EPO_INPUT_ERROR("unknown hardware '", name,
                           "' (known: ", join(list_hardware_presets()), ")");
   return hardware_from_json(read_json_file(path), path);
+}
+
+std::string uncalibrated_note(const HardwareProfile& hw) {
+  if (hw.calibrated || hw.framework_op_host_us > 0) return "";
+  std::vector<std::string> clusters;
+  for (const std::string& n : list_hardware_presets())
+    if (n != hw.name) {
+      try {
+        if (load_hardware_preset(n).calibrated) clusters.push_back(n);
+      } catch (const std::exception&) {
+        // a broken preset is reported where it is used, not in this note
+      }
+    }
+  std::string s = "note: hardware '" + hw.name +
+                  "' is not calibrated (datasheet figures, no framework host time per op): it "
+                  "predicts the GPUs' own work, faster than Megatron jobs run";
+  if (!clusters.empty()) s += "; clusters fitted on published runs: " + join(clusters);
+  return s + "; or fit your own with `epo calibrate`";
 }
 
 HardwareProfile load_profile_file(const std::string& path) {

@@ -17,6 +17,10 @@ std::string presets_dir();
 ModelSpec load_model_preset(const std::string& name);
 /// Loads a hardware preset by name (presets/hardware/<name>.json).
 HardwareProfile load_hardware_preset(const std::string& name);
+/// One line for a prediction made with a profile nothing was fitted to (a GPU preset's datasheet
+/// figures, no framework host time): what it leaves out and where calibrated profiles are; empty
+/// for a calibrated profile.
+std::string uncalibrated_note(const HardwareProfile& hw);
 /// Loads a hardware profile file (a preset or a calibrated profile written by `epo calibrate fit`).
 HardwareProfile load_profile_file(const std::string& path);
 std::vector<std::string> list_model_presets();

@@ -107,6 +107,9 @@ struct StepCosts {
 
 /// Computes every op cost for the configuration (which must have passed derive_and_check()).
 StepCosts compute_step_costs(const Config& cfg);
+/// SMs the flex dispatcher's kernels take in this configuration (Options::effective_comm_sms
+/// with the EP group's NVLink domains); 0 for other dispatchers.
+int flex_comm_sms(const Config& cfg);
 
 /// Achievable TFLOP/s of one GEMM of shape m x n x k on this hardware (efficiency falls for small
 /// dimensions).

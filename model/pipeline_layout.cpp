@@ -153,7 +153,24 @@ std::vector<std::string> parse_pipeline_layout(const std::string& layout) {
 PipelinePlacement pipeline_placement(const Config& cfg) {
   PipelinePlacement pl;
   if (!cfg.par.pipeline_layout.empty()) {
-    pl = from_layout(cfg);
+    // The planner asks for one layout with many option sets in a row: parse it once per thread.
+    struct Memo {
+      std::string layout;
+      int pp = 0, vpp = 0, layers = -1, mtp = -1;
+      PipelinePlacement placed;
+    };
+    thread_local Memo memo;
+    const Parallel& p = cfg.par;
+    if (memo.layout != p.pipeline_layout || memo.pp != p.pp || memo.vpp != p.vpp ||
+        memo.layers != cfg.model.num_layers || memo.mtp != cfg.model.mtp_num_layers) {
+      memo.placed = from_layout(cfg);  // throws on a bad layout: the memo keeps the last good one
+      memo.layout = p.pipeline_layout;
+      memo.pp = p.pp;
+      memo.vpp = p.vpp;
+      memo.layers = cfg.model.num_layers;
+      memo.mtp = cfg.model.mtp_num_layers;
+    }
+    pl = memo.placed;
   } else {
     pl.pp = cfg.par.pp;
     pl.vpp = cfg.par.vpp;

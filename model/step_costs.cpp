@@ -60,6 +60,11 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe) {
   return unit * std::max(0.0, left);
 }
 
+int flex_comm_sms(const Config& cfg) {
+  if (cfg.opt.dispatcher != Dispatcher::flex) return 0;
+  return cfg.opt.effective_comm_sms(detail::make_shapes(cfg).ep_domains == 1);
+}
+
 StepCosts compute_step_costs(const Config& cfg) {
   using detail::build_layer;
   Builder b(cfg);

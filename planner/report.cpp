@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "model/config_io.hpp"
+#include "model/cost.hpp"
 #include "planner/explain.hpp"
 
 namespace epo::planner {
@@ -18,7 +20,7 @@ std::string layout(const model::Config& c) {
 std::string dispatcher(const model::Config& c) {
   if (c.opt.dispatcher != model::Dispatcher::flex) return model::to_string(c.opt.dispatcher);
   std::string s = std::string("flex/") + model::to_string(c.opt.flex_backend);
-  if (c.opt.comm_sms > 0) s += "/" + std::to_string(c.opt.comm_sms) + "sm";
+  s += "/" + std::to_string(model::flex_comm_sms(c)) + "sm";
   return s;
 }
 std::string flags(const model::Config& c) {
@@ -65,6 +67,7 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
      << ", seq " << b.par.seq_length << ", global batch " << b.par.global_batch_size << " ("
      << to_string(spec.ctx.frontend) << ", Megatron " << to_string(spec.ctx.megatron) << ", TE "
      << to_string(spec.ctx.te) << ")\n";
+  if (const std::string note = model::uncalibrated_note(b.hw); !note.empty()) os << note << "\n";
   char line[256];
   long long rejected = 0;
   for (const auto& kv : r.rejected) rejected += kv.second;

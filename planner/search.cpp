@@ -17,6 +17,7 @@
 #include "model/schedule.hpp"
 #include "planner/search.hpp"
 #include "planner/search_bounds.hpp"
+#include "planner/search_tune.hpp"
 #include "planner/step_bound.hpp"
 
 namespace epo::planner {
@@ -26,14 +27,12 @@ using model::Dispatcher;
 
 namespace {
 
+using detail::better;
 using detail::Bounded;
+using detail::first_error;
 using detail::in_flight_lower_bound;
 using detail::Incumbents;
-
-struct Summary {
-  long long idx;
-  double step_us, mem_bytes, tokens_per_s;
-};
+using detail::Summary;
 
 struct WorkerOut {
   std::vector<Summary> feasible;
@@ -41,13 +40,6 @@ struct WorkerOut {
   long long evaluated = 0;
   long long skipped = 0;
 };
-
-/// The first rule error (id) of the configuration, or nullptr.
-const Rule* first_error(const Config& cfg, const ValidationContext& ctx) {
-  for (const auto& r : all_rules())
-    if (r.severity == Severity::error && r.applies(ctx) && !r.check(cfg, ctx).empty()) return &r;
-  return nullptr;
-}
 
 /// Hands out [0, n) in chunks of `chunk` to the worker calling it (cursor shared by the workers),
 /// calls body(i) for each index and counts the finished chunk in `done`.
@@ -190,11 +182,6 @@ std::vector<Summary> evaluate_missing(const SearchSpec& spec, const std::vector<
   return out;
 }
 
-bool better(const Summary& a, const Summary& b) {
-  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
-  return a.idx < b.idx;
-}
-
 /// Same layout, dispatcher and overlap/recompute flags: differ at most in comm SMs and graphs.
 bool same_but_tuning(const Candidate& a, const Candidate& b) {
   return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.cp == b.cp && a.ep == b.ep &&
@@ -214,7 +201,7 @@ int dispatch_class(const Candidate& c) {
 SearchResult search(const SearchSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult res;
-  const std::vector<Candidate> cands = generate_candidates(spec);
+  std::vector<Candidate> cands = generate_candidates(spec);
   res.generated = static_cast<long long>(cands.size());
   int threads = spec.threads > 0 ? spec.threads
                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -282,6 +269,10 @@ SearchResult search(const SearchSpec& spec) {
     res.evaluated += o.evaluated;
     res.skipped += o.skipped;
   }
+  // The flex SM counts of what can be reported (8 per top plan covers the variants folded).
+  if (!spec.fixed_layout)
+    detail::tune_flex_sms(spec, cands, feas, 8 * static_cast<size_t>(std::max(1, spec.top_n)),
+                          res.evaluated);
   res.feasible = static_cast<long long>(feas.size());
   res.rejected.assign(rejected.begin(), rejected.end());
   std::sort(res.rejected.begin(), res.rejected.end(), [](const auto& a, const auto& b) {

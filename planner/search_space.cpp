@@ -9,6 +9,7 @@
 #include "planner/emit.hpp"
 #include "planner/pipeline_split.hpp"
 #include "planner/search.hpp"
+#include "planner/search_tune.hpp"
 
 namespace epo::planner {
 
@@ -97,10 +98,11 @@ std::vector<std::pair<Dispatcher, FlexBackend>> gen_dispatch(const Config& b) {
           {Dispatcher::flex, FlexBackend::deepep},
           {Dispatcher::flex, FlexBackend::hybridep}};
 }
-std::vector<int> gen_comm_sms(Dispatcher d, FlexBackend fb) {
-  if (d != Dispatcher::flex) return {0};
-  if (fb == FlexBackend::deepep) return {16, 20, 24, 32};
-  return {8, 16, 24, 32};
+/// Flex backends at Megatron's default SM count (0); the search tunes the count afterwards for
+/// the plans it reports (planner/search_tune.cpp). A fixed layout tries every count at once.
+std::vector<int> gen_comm_sms(const SearchSpec& s, Dispatcher d, FlexBackend fb) {
+  if (d != Dispatcher::flex || !s.fixed_layout) return {0};
+  return detail::flex_sm_counts(fb);
 }
 struct OverlapFlags {
   bool overlap, delay, early;
@@ -131,8 +133,19 @@ void apply_candidate(Config& cfg, const Candidate& c) {
   p.sequence_parallel = c.tp > 1;
   p.dp = cfg.num_gpus / (c.tp * c.pp * c.cp);
   if (c.layout != Candidate::kKeep) {
-    p.pipeline_layout =
-        c.layout == 1 ? balanced_pipeline_layout(cfg.model.num_layers, cfg.model.mtp_num_layers, c.pp, c.vpp) : "";
+    if (c.layout == 1) {
+      // Candidates come in runs of one layout: build its string once per run.
+      thread_local int memo[4] = {-1, -1, -1, -1};
+      thread_local std::string memo_layout;
+      const int key[4] = {cfg.model.num_layers, cfg.model.mtp_num_layers, c.pp, c.vpp};
+      if (!std::equal(key, key + 4, memo)) {
+        memo_layout = balanced_pipeline_layout(key[0], key[1], key[2], key[3]);
+        std::copy(key, key + 4, memo);
+      }
+      p.pipeline_layout = memo_layout;
+    } else {
+      p.pipeline_layout.clear();
+    }
     p.first_stage_layers = p.last_stage_layers = 0;
     p.account_for_embedding_in_pipeline_split = p.account_for_loss_in_pipeline_split = false;
   }
@@ -226,7 +239,7 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
     for (const auto& [d, fb] : dispatch) {
       c.dispatcher = static_cast<std::uint8_t>(d);
       c.backend = static_cast<std::uint8_t>(fb);
-      for (int sms : gen_comm_sms(d, fb)) {
+      for (int sms : gen_comm_sms(s, d, fb)) {
         c.comm_sms = static_cast<std::int16_t>(sms);
         for (const auto& f : flags) {
           c.overlap = f.overlap;

@@ -9,6 +9,8 @@
 //    last backward of chunk 0 must then pass back through them (pipeline fill and drain).
 //  - An op takes at least its device time (OpCost::device_ns): the host may have issued it
 //    ahead of its start, so the sums count that, not the op alone (duration_ns).
+//  - The rank's host thread issues its layer ops one after the other (OpCost::host_ns, the
+//    framework's time per op): the rank's step is at least their sum.
 // Contention only stretches ops and host syncs only delay them; kSlack covers the fast path's
 // rounding and extrapolation (tests/planner asserts bound <= prediction over a broad suite).
 #include "planner/step_bound.hpp"
@@ -40,11 +42,13 @@ struct LayerSums {
   double comm_f = 0;     ///< forward communication-stream work (dispatch + combine)
   double comm_b = 0;
   double max_comm_f = 0, max_comm_b = 0;  ///< the largest single communication op
+  double host = 0;  ///< the host's issue time of all the layer's ops (forward and backward)
 };
 
 LayerSums sums_of(const model::LayerCosts& l) {
   LayerSums s;
   for (const auto& op : l.ops) {
+    s.host += static_cast<double>(op.host_ns);
     const double d = least_ns(op);
     const bool fwd = op.dir == model::Direction::forward;
     if (op.stream == model::StreamKind::compute) {
@@ -65,7 +69,7 @@ double compute_of(const model::OpCost& op) {
 
 /// Sums of one chunk (virtual stage) of a rank for one micro-batch.
 struct ChunkSums {
-  double compute_f = 0, compute_b = 0, wgrad = 0, comm_f = 0, comm_b = 0;
+  double compute_f = 0, compute_b = 0, wgrad = 0, comm_f = 0, comm_b = 0, host = 0;
   double chain_gap_f = 0;  ///< communication a lone forward step waits for
   double chain_gap_b = 0;  ///< the same for a lone backward step
 };
@@ -94,6 +98,7 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
       c.wgrad += s.wgrad;
       c.comm_f += s.comm_f;
       c.comm_b += s.comm_b;
+      c.host += s.host;
       max_f = std::max(max_f, s.max_comm_f);
       max_b = std::max(max_b, s.max_comm_b);
     }
@@ -120,16 +125,18 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
   };
   double best = 0, fill = 0, drain = 0;
   for (int r = 0; r < P; ++r) {
-    double compute = 0, comm = 0, min_gap_f = 1e300, min_gap_b = 1e300;
+    double compute = 0, comm = 0, host = 0, min_gap_f = 1e300, min_gap_b = 1e300;
     for (int v = 0; v < V; ++v) {
       const ChunkSums& c = at(r, v);
       compute += c.compute_f + c.compute_b;
       comm += c.comm_f + c.comm_b;
+      host += c.host;
       min_gap_f = std::min(min_gap_f, c.chain_gap_f);
       min_gap_b = std::min(min_gap_b, c.chain_gap_b);
     }
     compute *= M;
     comm *= M;
+    host *= M;
     if (overlapped) {
       // Warm-up forwards and cool-down backwards run alone; the rest are combined steps.
       const int warmup = model::megatron_num_warmup(P, V, M, r, true, P);
@@ -139,7 +146,8 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
       for (int v = 0; v < V; ++v) gaps += at(r, v).chain_gap_f + at(r, v).chain_gap_b;
       compute += M * gaps;
     }
-    best = std::max(best, fill + std::max(compute, comm) + drain);
+    // One host thread issues every op of the rank in order; none ends before it was issued.
+    best = std::max({best, fill + std::max(compute, comm) + drain, host});
     // Micro-batch 0's forward and the last backward of chunk 0 through this rank, for the next.
     const ChunkSums& c0 = at(r, 0);
     fill += c0.compute_f + c0.chain_gap_f;
