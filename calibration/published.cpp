@@ -55,9 +55,13 @@ void set_recompute(model::Options& o, const nlohmann::json& rc) {
   const std::string g = str_field(rc, "granularity");
   if (g == "selective") o.recompute_granularity = model::RecomputeGranularity::selective;
   if (g == "full") o.recompute_granularity = model::RecomputeGranularity::full;
-  if (rc.contains("modules") && rc["modules"].is_array())
+  if (rc.contains("modules") && rc["modules"].is_array()) {
     for (const auto& m : rc["modules"])
       if (m.is_string()) o.recompute_modules.push_back(m.get<std::string>());
+    // Megatron reads an explicit empty list as nothing to recompute (None is core_attn).
+    if (rc["modules"].empty() && o.recompute_granularity == model::RecomputeGranularity::selective)
+      o.recompute_granularity = model::RecomputeGranularity::none;
+  }
   o.recompute_method = str_field(rc, "method");
   o.recompute_num_layers = int_field(rc, "num_layers", 0);
 }

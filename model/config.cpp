@@ -68,6 +68,13 @@ ExpertGemm parse_expert_gemm(const std::string& s, const std::string& w) {
   return parse_enum<ExpertGemm>(s, w, kExpertGemm);
 }
 
+bool Options::recomputes(const char* module) const {
+  if (recompute_granularity != RecomputeGranularity::selective) return false;
+  if (recompute_modules.empty()) return std::string(module) == "core_attn";
+  return std::find(recompute_modules.begin(), recompute_modules.end(), module) !=
+         recompute_modules.end();
+}
+
 int Options::effective_comm_sms(bool single_nvlink_domain) const {
   if (comm_sms > 0) return comm_sms;
   if (dispatcher != Dispatcher::flex) return 0;

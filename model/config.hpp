@@ -119,6 +119,10 @@ struct Options {
   /// SMs the flex backend uses when comm_sms is 0 (DeepEP 20; HybridEP 24 inside one NVLink
   /// domain, 8 across domains).
   int effective_comm_sms(bool single_nvlink_domain) const;
+  /// Does selective recompute cover `module` (Megatron's recompute_modules names)? No modules
+  /// listed means Megatron's default, core_attn (TransformerConfig.__post_init__); an explicit
+  /// empty list is read as no recompute at all.
+  bool recomputes(const char* module) const;
 };
 
 struct Config {

@@ -51,10 +51,6 @@ double nonempty_experts_skewed(int experts, int topk, double skew, unsigned seed
   return n;
 }
 
-bool has_module(const Options& o, const char* name) {
-  return std::find(o.recompute_modules.begin(), o.recompute_modules.end(), name) !=
-         o.recompute_modules.end();
-}
 
 /// Attention projections of one micro-batch, forward GEMMs (dgrad and wgrad have the same shapes).
 std::vector<Component> attention_gemms(const Builder& b) {
@@ -107,6 +103,11 @@ std::vector<Component> shared_expert_gemms(const Builder& b) {
 std::vector<Component> renamed(std::vector<Component> v, const char* suffix) {
   for (auto& c : v) c.variant = suffix;
   return v;
+}
+
+Component recomputed(Component c) {
+  c.variant = "recompute";
+  return c;
 }
 
 void append(std::vector<Component>& to, const std::vector<Component>& from) {
@@ -214,10 +215,20 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0)
       (delay ? pd_w : pd_b).push_back(b.wgrad_of(c));
   }
-  if (full_recompute) append(pd_b, renamed(pd_f, "recompute"));
-  else if (selective && (o.recompute_modules.empty() || has_module(o, "core_attn")))
-    pd_b.push_back(b.core_attention("attn.core.recompute", 1.0));
-  if (selective && has_module(o, "layernorm")) pd_b.push_back(b.mem("norm.recompute", T * h * 2 * 2 / sp));
+  // Recompute: the forward of what the backward needs again, each part marked "recompute" (the
+  // framework's host time follows their kernels, step_costs.cpp).
+  if (full_recompute) {
+    append(pd_b, renamed(pd_f, "recompute"));
+  } else if (selective) {
+    if (o.recomputes("core_attn")) pd_b.push_back(recomputed(b.core_attention("attn.core", 1.0)));
+    if (o.recomputes("layernorm")) pd_b.push_back(recomputed(b.mem("norm", T * h * 2 * 2 / sp)));
+    if (o.recomputes("mla_up_proj"))  // the up-projections and RoPE (multi_latent_attention.py)
+      for (const auto& c : att)
+        if (std::strcmp(c.name, "attn.q_up") == 0 || std::strcmp(c.name, "attn.kv_up") == 0)
+          pd_b.push_back(recomputed(c));
+    if (moe && o.recomputes("shared_experts"))
+      for (const auto& c : shared) pd_b.push_back(recomputed(c));
+  }
 
   L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::forward, StreamKind::compute, pd_f));
   L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::backward, StreamKind::compute, pd_b));
@@ -288,8 +299,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       mlp_b.push_back(d);
       if (c.flops > 0) (delay ? mlp_w : mlp_b).push_back(b.wgrad_of(c));
     }
-    if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
-    else if (selective && has_module(o, "moe_act")) mlp_b.push_back(b.mem("expert.act.recompute", P * F * (glu + 1) * 2));
+    if (full_recompute || o.recomputes("moe")) append(mlp_b, renamed(mlp_f, "recompute"));
+    else if (o.recomputes("moe_act")) mlp_b.push_back(recomputed(b.mem("expert.act", P * F * (glu + 1) * 2)));
   } else {
     const double F = static_cast<double>(m.ffn_hidden_size) / tp;
     const double glu = m.gated_linear_unit ? 2.0 : 1.0;
@@ -305,7 +316,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       // Dense MLP wgrad is not delayed separately (no dispatch to hide).
       if (c.flops > 0) mlp_b.push_back(b.wgrad_of(c));
     }
-    if (full_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
+    if (full_recompute || o.recomputes("mlp")) append(mlp_b, renamed(mlp_f, "recompute"));
   }
   L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::forward, StreamKind::compute, mlp_f));
   L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::backward, StreamKind::compute, mlp_b));

@@ -23,9 +23,7 @@ namespace {
 constexpr double kAct = 2.0;  // bf16 activations
 
 bool selective(const Options& o, const char* name) {
-  return o.recompute_granularity == RecomputeGranularity::selective &&
-         std::find(o.recompute_modules.begin(), o.recompute_modules.end(), name) !=
-             o.recompute_modules.end();
+  return o.recomputes(name);
 }
 
 struct Part {

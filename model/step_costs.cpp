@@ -1,6 +1,7 @@
 // Costs of everything one pipeline rank does for one micro-batch: the layer kinds, embedding, LM
 // head, pipeline transfer and the data-parallel gradient reduction.
 #include <algorithm>
+#include <cstring>
 
 #include "model/cost_builder.hpp"
 #include "model/model_flops.hpp"
@@ -26,12 +27,25 @@ static bool graphed(const Options& o, const char* name) {
          o.cuda_graph_modules.end();
 }
 
+/// Kernels of an op's parts, and of those marked "recompute".
+struct KernelCount {
+  int all = 0, recompute = 0;
+};
+static KernelCount kernels_of(const OpCost& op) {
+  KernelCount k;
+  for (const auto& c : op.parts) {
+    k.all += c.num_kernels;
+    if (std::strcmp(c.variant, "recompute") == 0) k.recompute += c.num_kernels;
+  }
+  return k;
+}
+
 /// Host time the framework spends on one layer op outside the kernels' own issue
 /// (HardwareProfile::framework_op_host_us), less what CUDA graphs replay instead: a full-iteration
 /// graph or local full-layer graphs all of it; TE's partial scopes their part (attention half of
 /// the attention op, the router and the dispatch preprocessing a quarter each; `moe` the whole
 /// MoE block; `mlp` a dense MLP).
-static double framework_host_us(const Config& cfg, const OpCost& op, bool moe) {
+static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, double rerun) {
   const double unit = cfg.hw.framework_op_host_us;
   if (unit <= 0 || cfg.virtual_ranks > 0) return 0.0;
   const Options& o = cfg.opt;
@@ -57,7 +71,9 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe) {
       break;
     default: break;
   }
-  return unit * std::max(0.0, left);
+  // A recomputed forward runs its modules' Python again inside the backward: the forward op's
+  // host time in the share of its kernels that are recomputed (`rerun`).
+  return unit * std::max(0.0, left) * (1.0 + rerun);
 }
 
 int flex_comm_sms(const Config& cfg) {
@@ -88,10 +104,18 @@ StepCosts compute_step_costs(const Config& cfg) {
     // The ranks' compute ops run side by side and end unevenly (HardwareProfile::vr_tail_coeff).
     const double tail = cfg.virtual_ranks >= 2 ? 1.0 + cfg.hw.vr_tail_coeff : 1.0;
     for (std::size_t i = 0; i < L.ops.size(); ++i) {
+      // The share of the forward op's kernels this backward op runs again.
+      double rerun = 0;
+      if (L.ops[i].dir == Direction::backward)
+        for (const auto& f : L.ops)
+          if (f.kind == L.ops[i].kind && f.dir == Direction::forward) {
+            const KernelCount fk = kernels_of(f), bk = kernels_of(L.ops[i]);
+            rerun = fk.all > 0 ? std::min(1.0, static_cast<double>(bk.recompute) / fk.all) : 0.0;
+          }
       double d = 0, hs = 0;
       for (const auto& c : Ld.ops[i].parts) d += c.duration_us;
       for (const auto& c : Lh.ops[i].parts) hs += c.duration_us;
-      hs += framework_host_us(cfg, L.ops[i], moe);
+      hs += framework_host_us(cfg, L.ops[i], moe, rerun);
       if (d + hs <= 0) continue;
       if (L.ops[i].stream == StreamKind::compute) d *= tail;
       const double device = d + b.share_ * cfg.hw.kernel_launch_us;

@@ -1,6 +1,7 @@
 // Costs of a Megatron step beyond the MoE layer's kernels: tensor- and context-parallel
 // collectives, FP8 quantization, the optimizer step and what CUDA graphs take off the host.
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "model/config_io.hpp"
@@ -136,4 +137,36 @@ TEST_CASE("the gradient reduction overlapped with the backward leaves only its t
   // Without overlap the whole reduction follows the last backward.
   CHECK(b.step_time_us > a.step_time_us);
   CHECK(b.step_time_us - a.step_time_us <= a.costs.dp_grad_reduce.duration_ns / 1000.0 + 1.0);
+}
+
+TEST_CASE("selective recompute runs its modules' forward again, kernels and host time",
+          "[cost][recompute]") {
+  Config none = qwen(8, 1, 1, 8, 1);
+  none.hw.framework_op_host_us = 400;
+  auto with = [&](std::vector<std::string> modules) {
+    Config c = none;
+    c.opt.recompute_granularity = RecomputeGranularity::selective;
+    c.opt.recompute_modules = std::move(modules);
+    return c;
+  };
+  auto backward = [](const Config& c, OpKind k) {
+    return compute_step_costs(c).moe_layer.get(k, Direction::backward);
+  };
+  // No modules listed is Megatron's default, core_attn; the attention backward grows on the
+  // device and on the host (its forward's Python again, in the share of kernels recomputed).
+  const Config dflt = with({});
+  CHECK(dflt.opt.recomputes("core_attn"));
+  CHECK_FALSE(dflt.opt.recomputes("moe_act"));
+  const OpCost b0 = backward(none, OpKind::pre_dispatch), b1 = backward(dflt, OpKind::pre_dispatch);
+  CHECK(b1.device_ns > b0.device_ns);
+  CHECK(b1.host_ns > b0.host_ns);
+  CHECK(b1.host_ns < b0.host_ns + 400000);  // a part of the forward, not all of it
+  // moe_act touches the experts' op only.
+  const Config act = with({"moe_act"});
+  CHECK(backward(act, OpKind::pre_dispatch).host_ns == b0.host_ns);
+  CHECK(backward(act, OpKind::mlp).host_ns > backward(none, OpKind::mlp).host_ns);
+  // "moe" recomputes the whole expert forward: more than moe_act alone.
+  CHECK(backward(with({"moe"}), OpKind::mlp).device_ns > backward(act, OpKind::mlp).device_ns);
+  // With the host the bottleneck, the step still pays for what is recomputed.
+  CHECK(predict(dflt, PredictMode::fast).step_time_us > predict(none, PredictMode::fast).step_time_us);
 }
