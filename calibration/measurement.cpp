@@ -1,6 +1,7 @@
 #include "calibration/measurement.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <tuple>
 
@@ -8,6 +9,7 @@
 #include "model/cost.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
+#include "model/limits.hpp"
 #include "model/memory.hpp"
 #include "model/prediction.hpp"
 #include "model/simulate.hpp"
@@ -30,14 +32,22 @@ bool known_op(const std::string& name) {
   return false;
 }
 
-double number(const nlohmann::json& v, const std::string& where, const std::string& key) {
+/// A number within `range` (model/limits.hpp: measured times and bytes are finite and not negative).
+double number(const nlohmann::json& v, const std::string& where, const std::string& key,
+              const model::RealRange& range) {
   if (!v.is_number()) {
     std::string shown = v.dump();
     if (shown.size() > 80) shown = shown.substr(0, 77) + "...";  // one short line
     throw EPO_INPUT_ERROR(where, ": key '", key, "' has value ", shown, ", expected a number");
   }
-  return v.get<double>();
+  const double x = v.get<double>();
+  EPO_REQUIRE_INPUT(std::isfinite(x) && x >= range.min && x <= range.max, where, ": key '", key,
+                    "' = ", x, " is out of range (allowed: ", range.min, "..", range.max, ")");
+  return x;
 }
+
+constexpr const model::RealRange& kTime = model::limits::kMeasuredTimeUs;
+constexpr const model::RealRange& kBytes = model::limits::kMeasuredBytes;
 
 struct OpAccumulator {
   double sum = 0;
@@ -115,7 +125,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
     m.run = r.member("run");
     if (!m.run.is_object()) throw EPO_INPUT_ERROR(where, ": run: expected an object");
     if (m.run.contains("layers")) {
-      const double layers = number(m.run["layers"], where, "run.layers");
+      const double layers = number(m.run["layers"], where, "run.layers",
+                                   {"layers", "", 0, static_cast<double>(m.config.model.num_layers)});
       EPO_REQUIRE_INPUT(layers >= 0 && layers <= m.config.model.num_layers, where,
                         ": run.layers = ", layers, " is out of range (0 .. ",
                         m.config.model.num_layers, ")");
@@ -139,8 +150,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
       const int mb = static_cast<int>(o.require_int("mb", -1));
       const int layer = static_cast<int>(o.require_int("layer", -1));
       o.require_string("stream");
-      const double start = o.require_double("start_us");
-      const double end = o.require_double("end_us", start);
+      const double start = o.require_double("start_us", kTime.min, kTime.max);
+      const double end = o.require_double("end_us", start, kTime.max);
       o.finish();
       if (schedule != "baseline" && schedule != "overlapped")
         throw EPO_INPUT_ERROR(where, ": ", o.key_path("schedule"), " = '", schedule,
@@ -158,20 +169,21 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
 
   JsonReader s = r.object("summary");
   // The summary belongs to the executor and gains figures over time: read what the report uses.
-  m.step_time_us = s.require_double("step_time_us", 0);
-  m.baseline_step_time_us = s.get_double("baseline_step_time_us", 0, 0);
-  m.overlap_gain = s.get_double("overlap_gain", 0);
-  m.exposed_comm_us = s.get_double("exposed_comm_us", 0, 0);
-  m.baseline_exposed_comm_us = s.get_double("baseline_exposed_comm_us", 0, 0);
+  m.step_time_us = s.require_double("step_time_us", kTime.min, kTime.max);
+  m.baseline_step_time_us = s.get_double("baseline_step_time_us", 0, kTime.min, kTime.max);
+  // The gain (baseline - overlapped) / baseline: below 1, negative when overlap lost time.
+  m.overlap_gain = s.get_double("overlap_gain", 0, -1e3, 1);
+  m.exposed_comm_us = s.get_double("exposed_comm_us", 0, kTime.min, kTime.max);
+  m.baseline_exposed_comm_us = s.get_double("baseline_exposed_comm_us", 0, kTime.min, kTime.max);
   const nlohmann::json& summary = j.at("summary");
   if (summary.contains("peak_memory_bytes")) {
     const auto& pm = summary["peak_memory_bytes"];
     if (pm.is_array()) {
       for (const auto& v : pm)
         m.peak_memory_bytes =
-            std::max(m.peak_memory_bytes, number(v, where, "summary.peak_memory_bytes[]"));
+            std::max(m.peak_memory_bytes, number(v, where, "summary.peak_memory_bytes[]", kBytes));
     } else {
-      m.peak_memory_bytes = number(pm, where, "summary.peak_memory_bytes");
+      m.peak_memory_bytes = number(pm, where, "summary.peak_memory_bytes", kBytes);
     }
   }
   m.ops_from_baseline = !base_acc.empty();
@@ -179,7 +191,8 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
     for (const auto& [k, a] : base_acc) m.op_mean_us[k] = a.sum / a.n;
   } else if (summary.contains("op_mean_us") && summary["op_mean_us"].is_object()) {
     for (const auto& it : summary["op_mean_us"].items())
-      m.op_mean_us[it.key()] = number(it.value(), where, "summary.op_mean_us." + it.key());
+      m.op_mean_us[it.key()] =
+          number(it.value(), where, "summary.op_mean_us." + it.key(), kTime);
   } else {
     for (const auto& [k, a] : all_acc) m.op_mean_us[k] = a.sum / a.n;
   }

@@ -11,6 +11,7 @@
 #include "model/config_io.hpp"
 #include "model/cost.hpp"
 #include "model/error.hpp"
+#include "model/limits.hpp"
 
 namespace epo::calib {
 
@@ -267,12 +268,21 @@ Fit fit_vr_tail(const HardwareProfile& hw, const std::vector<MeasuredRun>& runs)
 
 namespace {
 
-/// A fitted value the profile reader would refuse (model::hardware_from_json, the one statement
-/// of each field's range) is refused here, with the reader's reason, and the base value kept: a
-/// profile `calibrate fit` writes always reads back with --profile.
+/// A fitted value outside the profile's range (model/limits.hpp, the one statement of each
+/// field's range, which the profile reader checks) is refused, with the range, and the base value
+/// kept: a profile `calibrate fit` writes always reads back with --profile.
 void refuse_unreadable(const HardwareProfile& hw, Fit& f) {
   for (auto& ff : f.fields) {
     if (!ff.accepted()) continue;
+    if (const model::RealRange* range = model::profile_range(ff.name)) {
+      if (!(std::isfinite(ff.value) && ff.value >= range->min && ff.value <= range->max)) {
+        std::ostringstream os;
+        os << "outside the profile reader's range: fitted " << ff.name << " = " << ff.value
+           << " (allowed: " << range->min << ".." << range->max << ")";
+        ff.refusal = os.str();
+        continue;
+      }
+    }
     HardwareProfile probe = hw;
     profile_field(probe, ff.name) = ff.value;
     try {

@@ -3,6 +3,7 @@
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
+#include "model/limits.hpp"
 
 namespace epo::calib {
 
@@ -22,14 +23,16 @@ const char* to_string(TransportKind k) {
 
 namespace {
 
-constexpr double kMaxTimeUs = 1e9;
 constexpr double kMaxDim = 1e7;
 
 void read_sample(const nlohmann::json& js, const std::string& where, const std::string& path,
                  Samples& s) {
   JsonReader r(js, where, path);
   const std::string bench = r.require_string("bench");
-  auto time = [&](const char* k) { return r.require_double(k, 1e-6, kMaxTimeUs); };
+  // Negative, zero or non-finite times are refused with the range (model/limits.hpp).
+  auto time = [&](const char* k) {
+    return r.require_double(k, model::limits::kSampleTimeUs.min, model::limits::kSampleTimeUs.max);
+  };
   if (bench == "gemm") {
     GemmSample g;
     g.m = r.require_double("m", 1, kMaxDim);

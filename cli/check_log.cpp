@@ -19,6 +19,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 nlohmann::json num_or_null(double x) { return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x); }
 
 std::string fmt(const char* f, double x) {
+  if (std::isnan(x)) return "(not in the log)";
   char b[64];
   std::snprintf(b, sizeof b, f, x);
   return b;
@@ -63,7 +64,7 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
                          double tolerance_pct) {
   CheckLogResult r;
   const ingest::TrainingLog log = ingest::read_training_log(text);
-  LogConfig lc = config_of_log(text, name, f, log.world_size);
+  LogConfig lc = config_of_log(text, name, f, log);
   if (log.empty() && !lc.found_in_log)
     throw EPO_INPUT_ERROR(name, ": not a training log (no iteration, memory, Step Time or "
                           "arguments line found)");
@@ -103,14 +104,27 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
                    {"peak_reserved_mb", num_or_null(st.peak_max_reserved_mb)},
                    {"iterations_used", used}, {"excluded", st.excluded}, {"method", st.method}};
   L.push_back("measured (" + std::to_string(st.used.size()) + " logged iterations; " + st.method + "):");
-  L.push_back("  step time " + fmt("%.3f s", step_s) + "  (range " + fmt("%.1f", st.min_step_time_ms) + " - " +
-              fmt("%.1f ms)", st.max_step_time_ms) + "   TFLOP/s/GPU " + fmt("%.1f", st.tflops_per_gpu) +
-              "   tokens/s/GPU " + fmt("%.0f", tokens));
+  L.push_back("  step time " + fmt("%.3f s", step_s) +
+              (std::isnan(step_s) ? "" : "  (range " + fmt("%.1f", st.min_step_time_ms) + " - " +
+                                             fmt("%.1f ms)", st.max_step_time_ms)) +
+              "   TFLOP/s/GPU " + fmt("%.1f", st.tflops_per_gpu) + "   tokens/s/GPU " +
+              (std::isnan(tokens) && !std::isnan(step_s) ? "(needs the configuration)" : fmt("%.0f", tokens)));
   L.push_back("  peak memory: max allocated " + fmt("%.1f MB", st.peak_max_allocated_mb) + ", max reserved " +
               fmt("%.1f MB", st.peak_max_reserved_mb) + " (" + std::to_string(st.memory_ranks) + " ranks reported)");
   for (const auto& e : st.excluded) L.push_back("  excluded " + e);
+  // Every logged iteration, and whether it counts (the page's chart; figures as printed).
+  nlohmann::json iters = nlohmann::json::array();
+  for (const auto& it : log.iterations)
+    iters.push_back({{"iteration", it.iteration},
+                     {"elapsed_ms", num_or_null(it.elapsed_ms)},
+                     {"tflops_per_gpu", num_or_null(it.tflops_per_gpu)},
+                     {"used", std::find(st.used.begin(), st.used.end(), it.iteration) != st.used.end()}});
+  j["iterations"] = iters;
+  j["log"] = name;
   j["predicted"] = nullptr;
   j["gap_pct"] = nullptr;
+  j["prediction_missing"] = lc.complete ? nlohmann::json(nullptr) : nlohmann::json(lc.missing);
+  if (!lc.complete) findings.push_back("no prediction: " + lc.missing);
   if (lc.complete && !planner::has_errors(violations)) {
     const model::Prediction p = model::predict(lc.config);
     const double pred_s = p.step_time_us / 1e6;
@@ -118,6 +132,7 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
                       {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
                       {"peak_memory_mb", p.memory.allocated_bytes / kMiB},
                       {"total_memory_mb", p.memory.total_bytes / kMiB},
+                      {"capacity_mb", p.memory.capacity_bytes / kMiB},
                       {"exposed_comm_s", p.exposed_comm_us / 1e6},
                       {"overlap_gain", p.overlap_gain}};
     L.push_back("predicted (" + lc.config.model_name + " on " + std::to_string(lc.config.num_gpus) + " x " +
@@ -133,6 +148,11 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
       top += (i ? ", " : "") + std::string(model::to_string(ops[i].kind)) + "/" + model::to_string(ops[i].dir) +
              fmt(" %.0f us", ops[i].duration_us());
     if (!top.empty()) findings.push_back("largest predicted ops of one MoE layer: " + top);
+    if (!p.memory.fits)
+      findings.push_back("predicted memory " + fmt("%.1f GB", p.memory.total_bytes / 1e9) +
+                         " per GPU is above the " + fmt("%.1f GB", p.memory.capacity_bytes / 1e9) +
+                         " the GPU holds: the run as configured here could not have fit" +
+                         (lc.report.assumed.empty() ? "" : "; check the settings assumed below"));
     if (!std::isnan(step_s)) {
       const double gap = (step_s - pred_s) / pred_s * 100.0;
       j["gap_pct"] = gap;
@@ -142,9 +162,12 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
     }
   } else if (lc.complete) {
     findings.push_back("the configuration breaks rules Megatron enforces; no prediction");
+    j["prediction_missing"] = "the configuration breaks rules Megatron enforces";
     r.exit_code = 3;
   }
   for (const auto& w : lc.report.warnings) findings.push_back("assumed: " + w);
+  for (const auto& a : lc.report.assumed) findings.push_back("assumed: " + a);
+  j["assumed"] = lc.report.assumed;
   j["findings"] = findings;
   for (const auto& x : findings) L.push_back("finding: " + x.get<std::string>());
   return r;

@@ -8,6 +8,7 @@
 
 #include "cli/config_flags.hpp"
 #include "ingest/log_summary.hpp"
+#include "ingest/training_log.hpp"
 #include "ingest/mlm_table.hpp"
 #include "model/config.hpp"
 
@@ -16,7 +17,9 @@ namespace epo::cli {
 constexpr double kDefaultTolerancePct = 15.0;
 
 /// The configuration of a log: its arguments block on top of --mlm-args (the log wins), on a base
-/// from --config or --model / --hardware / --gpus; --bridge-overrides applied last.
+/// from --config or --model / --hardware / --gpus; --bridge-overrides applied last. What the log
+/// prints outside the block (the world size, the global batch size of its iteration lines) comes
+/// first, so that the block and the flags win over it.
 struct LogConfig {
   bool found_in_log = false;  ///< the log holds an arguments block
   bool has_config = false;    ///< some configuration was found or given
@@ -26,7 +29,7 @@ struct LogConfig {
   ingest::ReadReport report;
 };
 LogConfig config_of_log(const std::string& log_text, const std::string& log_name,
-                        const ConfigFlags& f, int world_size);
+                        const ConfigFlags& f, const ingest::TrainingLog& log);
 
 struct CheckLogResult {
   nlohmann::json json;         ///< config_found, config, overlap_active, measured, predicted, ...

@@ -8,6 +8,7 @@
 #include "cli/check_log.hpp"
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
+#include "cli/html_output.hpp"
 #include "cli/ingest_flags.hpp"
 #include "ingest/bridge_overrides.hpp"
 #include "ingest/mlm_args.hpp"
@@ -25,7 +26,7 @@ struct CheckLogArgs {
   std::vector<std::string> logs;
   ConfigFlags cfg;
   double tolerance_pct = kDefaultTolerancePct;
-  std::string json_path;
+  std::string json_path, html_path;
 };
 
 bool given(const ConfigFlags& f, const char* name) {
@@ -39,7 +40,7 @@ bool given(const ConfigFlags& f, const char* name) {
 }  // namespace
 
 LogConfig config_of_log(const std::string& log_text, const std::string& log_name, const ConfigFlags& f,
-                        int world_size) {
+                        const ingest::TrainingLog& log) {
   using namespace model;
   LogConfig out;
   std::vector<ingest::ArgValue> args;
@@ -64,8 +65,15 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     c.hw = load_profile_file(f.profile_file);
     c.hardware_name = c.hw.name;
   }
-  if (world_size > 0 && !given(f, "--gpus"))
-    args.insert(args.begin(), {"world_size", std::to_string(world_size), log_name + " (using world size)"});
+  if (log.world_size > 0 && !given(f, "--gpus"))
+    args.insert(args.begin(),
+                {"world_size", std::to_string(log.world_size), log_name + " (using world size)"});
+  for (const auto& it : log.iterations)
+    if (it.global_batch_size > 0) {
+      args.insert(args.begin(), {"global_batch_size", std::to_string(it.global_batch_size),
+                                 log_name + " (iteration line " + std::to_string(it.line) + ")"});
+      break;
+    }
   if (!args.empty()) c = ingest::apply_megatron_args(c, args, ingest::Unset::megatron_defaults, out.report);
   if (!f.bridge_file.empty())
     c = ingest::config_from_bridge_overrides(c, read_text_input(f.bridge_file), f.bridge_file, out.report);
@@ -76,12 +84,19 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     out.missing = "no arguments block in the log and none of --config, --mlm-args, --bridge-overrides given";
     return out;
   }
-  if (c.model.num_layers <= 0) {
+  if (c.model.num_layers <= 0 || c.model.hidden_size <= 0 || c.model.num_attention_heads <= 0) {
     out.missing = "the architecture is not in the arguments found (num_layers, hidden_size, "
                   "num_attention_heads); give --model or --mlm-args";
     return out;
   }
-  c.derive_and_check();
+  try {
+    c.derive_and_check();
+  } catch (const Error& e) {
+    // A log excerpt may lack what the configuration needs: its measured figures still count.
+    if (e.kind() != ErrorKind::input || !out.found_in_log) throw;
+    out.missing = std::string("the configuration read from the log is incomplete: ") + e.what();
+    return out;
+  }
   out.config = c;
   out.complete = true;
   return out;
@@ -98,15 +113,23 @@ void add_check_log(CLI::App& app, Runner& run) {
                   "exit 4 when the measured step is slower than predicted by more than this % "
                   "(default 15)")->check(CLI::Range(0.0, 1000.0));
   sub->add_option("--json", args->json_path, "write the result as JSON");
+  sub->add_option("--html", args->html_path,
+                  "also write an HTML page: measured beside predicted, the overlap verdict, every "
+                  "logged iteration and the findings");
   sub->callback([args, &run]() {
     run = [args]() {
-      model::check_output_paths({args->json_path}, args->logs);
+      std::vector<std::string> inputs = args->logs;
+      for (const auto* in : {&args->cfg.config_file, &args->cfg.profile_file,
+                             &args->cfg.mlm_args_file, &args->cfg.bridge_file})
+        if (!in->empty()) inputs.push_back(*in);
+      model::check_output_paths({args->json_path, args->html_path}, inputs);
       std::string text;
       for (const auto& l : args->logs) text += read_text_input(l) + "\n";
       const std::string name = args->logs.size() == 1 ? args->logs[0] : "logs";
       const CheckLogResult r = check_log(text, name, args->cfg, args->tolerance_pct);
       print_check_log(r);
       if (!args->json_path.empty()) model::write_json_file(args->json_path, r.json);
+      write_html_report(args->html_path, r.json);
       return r.exit_code;
     };
   });

@@ -38,7 +38,7 @@ Side read_side(const std::string& path, const ConfigFlags& f) {
     return s;
   }
   const auto log = ingest::read_training_log(text);
-  LogConfig lc = config_of_log(text, path, f, log.world_size);
+  LogConfig lc = config_of_log(text, path, f, log);
   if (!log.iterations.empty() || lc.found_in_log) {
     s.kind = "training log";
     EPO_REQUIRE_INPUT(lc.complete, path, ": ", lc.missing);

@@ -197,6 +197,11 @@ model::Config apply_megatron_args(const model::Config& base, const std::vector<A
   }
   finish_model(s, from_args, given);
   finish_layout(s, unset, given);
+  if (unset == Unset::megatron_defaults) {
+    std::set<std::string> named;
+    for (const auto& g : given) named.insert(g.first);
+    report.assumed = detail::assumed_settings(s.c, named, from_args);
+  }
   return s.c;
 }
 

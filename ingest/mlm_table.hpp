@@ -17,6 +17,9 @@ struct ReadReport {
   std::vector<std::string> ignored;   ///< Megatron arguments that do not change the prediction
   std::vector<std::string> unknown;   ///< names EPO does not know (listed, never fatal)
   std::vector<std::string> warnings;  ///< approximations and assumptions, one sentence each
+  /// Settings no argument named, with the default taken (Megatron-LM's, or EPO's where Megatron
+  /// has none); filled when the arguments stand alone (Unset::megatron_defaults).
+  std::vector<std::string> assumed;
 };
 
 /// One argument as read: its dest name (`num_layers`), its value as words ("4", "True", "None",

@@ -1,6 +1,7 @@
 #pragma once
 // Inside the Megatron-LM argument table: the state its rows write (the configuration and what
 // needs the other arguments before it becomes a field) and the rows themselves.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,11 @@ struct Row {
 
 /// The rows, in the order they are applied (architecture, layout, options).
 const std::vector<Row>& table_rows();
+
+/// The settings of `c` that no argument in `given` named, each with the value taken and where it
+/// came from ("expert_model_parallel_size not in the arguments: parallel.ep = 1 (Megatron-LM's
+/// default)"); architecture settings only when the arguments define the model.
+std::vector<std::string> assumed_settings(const model::Config& c,
+                                          const std::set<std::string>& given, bool from_args);
 
 }  // namespace epo::ingest::detail

@@ -37,6 +37,12 @@ void check_names(const char* what, const std::vector<std::string>& names,
                       n, "' is not allowed (allowed: ", join(allowed), ")");
 }
 
+const RealRange* profile_range(const std::string& name) {
+  for (const RealRange& r : limits::profile::kReal)
+    if (name == r.key) return &r;
+  return nullptr;
+}
+
 void check_config_limits(const Config& c) {
   using namespace limits;
   check_range(kGpus, c.num_gpus);

@@ -51,6 +51,57 @@ inline constexpr RealRange kSkew{"options.routing.skew", "--skew", 0.0, 4.0};
 inline constexpr RealRange kCapacityFactor{"options.capacity_factor", "--capacity-factor", 0.0,
                                            1e3};
 
+/// Hardware profiles (presets/hardware/*.json, --profile, what `calibrate fit` writes): the reader
+/// (model::hardware_from_json) and the fit (which refuses a fitted value outside them) use these.
+/// Efficiencies are fractions of the datasheet peak; a profile below 1e-3 of it describes no GPU.
+namespace profile {
+inline constexpr IntRange kComputeCapability{"compute_capability_major", "--profile", 7, 20};
+inline constexpr IntRange kNumSms{"num_sms", "--profile", 1, 1024};
+inline constexpr IntRange kNvlinkDomain{"nvlink_domain_size", "--profile", 1, 1 << 16};
+inline constexpr IntRange kNcclSms{"nccl_sms", "--profile", 1, 1024};
+/// Every real-valued field of a profile with its range, in the order the writer puts them.
+inline constexpr RealRange kReal[] = {
+    {"bf16_tflops", "--profile", 1, 1e5},
+    {"fp8_tflops", "--profile", 1, 1e5},
+    {"hbm_bytes", "--profile", 1e9, 1e13},
+    {"hbm_gbps", "--profile", 10, 1e5},
+    {"nvlink_gbps", "--profile", 1, 1e5},
+    {"net_gbps", "--profile", 0.1, 1e5},
+    {"nvlink_latency_us", "--profile", 0, 1e4},
+    {"net_latency_us", "--profile", 0, 1e4},
+    {"gemm_efficiency", "--profile", 1e-3, 1.0},
+    {"gemm_half_dim", "--profile", 0, 1e5},
+    {"hbm_efficiency", "--profile", 1e-3, 1.0},
+    {"kernel_launch_us", "--profile", 0, 1e3},
+    {"gemm_call_us", "--profile", 0, 1e3},
+    {"grouped_gemm_efficiency", "--profile", 1e-3, 1.0},
+    {"grouped_call_us", "--profile", 0, 1e4},
+    {"host_sync_us", "--profile", 0, 1e4},
+    {"comm_gbps_per_sm", "--profile", 0.1, 1e4},
+    {"nvlink_efficiency", "--profile", 1e-3, 1.0},
+    {"net_efficiency", "--profile", 1e-3, 1.0},
+    {"nccl_efficiency", "--profile", 1e-3, 1.0},
+    {"nccl_latency_us", "--profile", 0, 1e4},
+    {"local_copy_gbps_per_sm", "--profile", 0.1, 1e4},
+    {"local_copy_max_gbps", "--profile", 0, 1e6},
+    {"contention_coeff", "--profile", 0, 1},
+    {"contention_exp", "--profile", 0, 2},
+    {"nvl_contention_coeff", "--profile", 0, 1},
+    {"nvl_contention_exp", "--profile", 0, 2},
+    {"vr_tail_coeff", "--profile", 0, 1},
+    {"fp8_gemm_efficiency", "--profile", 0, 1.0},
+    {"framework_op_host_us", "--profile", 0, 1e5},
+};
+}  // namespace profile
+
+/// Measured inputs (samples from `calibrate bench`, measurements from `run --json`): every time
+/// finite, not negative and at most 1e9 us (1,000 s; a microbenchmark or one step of a run that
+/// takes longer is a broken measurement); a microbenchmark sample takes at least 1 ps.
+inline constexpr RealRange kMeasuredTimeUs{"*_us", "(measured time)", 0, 1e9};
+inline constexpr RealRange kSampleTimeUs{"time_us", "(microbenchmark sample)", 1e-6, 1e9};
+/// Measured memory per GPU: 0 .. 1e15 bytes.
+inline constexpr RealRange kMeasuredBytes{"*_bytes", "(measured memory)", 0, 1e15};
+
 /// Micro-batches per step x pp x vpp at most 2^24: the schedule tables, the fast path and the
 /// simulator hold state per (micro-batch, chunk, rank); at the bound the fast path takes about
 /// 400 MiB and 1.5 s on one CPU core.
@@ -80,6 +131,9 @@ void check_range(const RealRange& r, double v);
 /// Throws an input error unless every name is one of `allowed` (`what` names the input).
 void check_names(const char* what, const std::vector<std::string>& names,
                  const std::vector<std::string>& allowed);
+
+/// The range of the real-valued hardware-profile field `name`; nullptr when it has none.
+const RealRange* profile_range(const std::string& name);
 
 /// Every range above, and the allowed names, on a configuration (before deriving dp).
 void check_config_limits(const Config& c);

@@ -2,6 +2,7 @@
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
+#include "model/limits.hpp"
 
 #include <map>
 #include <string>
@@ -130,43 +131,50 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   h.name = r.require_string("name");
   r.get_string("description", "");
   h.gpu_name = r.get_string("gpu_name", "");
-  h.compute_capability_major = r.get_int("compute_capability_major", 9, 7, 20);
-  h.num_sms = r.require_int("num_sms", 1, 1024);
-  h.bf16_tflops = r.require_double("bf16_tflops", 1, 1e5);
-  h.fp8_tflops = r.require_double("fp8_tflops", 1, 1e5);
-  h.hbm_bytes = r.require_double("hbm_bytes", 1e9, 1e13);
-  h.hbm_gbps = r.require_double("hbm_gbps", 10, 1e5);
-  h.nvlink_gbps = r.require_double("nvlink_gbps", 1, 1e5);
-  h.nvlink_domain_size = r.require_int("nvlink_domain_size", 1, 1 << 16);
-  h.net_gbps = r.require_double("net_gbps", 0.1, 1e5);
-  h.nvlink_latency_us = r.require_double("nvlink_latency_us", 0, 1e4);
-  h.net_latency_us = r.require_double("net_latency_us", 0, 1e4);
-  auto frac = [&](const char* k, double& v) { v = r.get_double(k, v, 1e-3, 1.0); };
-  frac("gemm_efficiency", h.gemm_efficiency);
-  h.gemm_half_dim = r.get_double("gemm_half_dim", h.gemm_half_dim, 0, 1e5);
-  frac("hbm_efficiency", h.hbm_efficiency);
-  h.kernel_launch_us = r.get_double("kernel_launch_us", h.kernel_launch_us, 0, 1e3);
-  h.gemm_call_us = r.get_double("gemm_call_us", h.gemm_call_us, 0, 1e3);
-  h.grouped_gemm_efficiency =
-      r.get_double("grouped_gemm_efficiency", h.grouped_gemm_efficiency, 1e-3, 1.0);
-  h.grouped_call_us = r.get_double("grouped_call_us", h.grouped_call_us, 0, 1e4);
-  h.host_sync_us = r.get_double("host_sync_us", h.host_sync_us, 0, 1e4);
-  h.comm_gbps_per_sm = r.get_double("comm_gbps_per_sm", h.comm_gbps_per_sm, 0.1, 1e4);
-  frac("nvlink_efficiency", h.nvlink_efficiency);
-  frac("net_efficiency", h.net_efficiency);
-  frac("nccl_efficiency", h.nccl_efficiency);
-  h.nccl_latency_us = r.get_double("nccl_latency_us", h.nccl_latency_us, 0, 1e4);
-  h.nccl_sms = r.get_int("nccl_sms", h.nccl_sms, 1, 1024);
-  h.local_copy_gbps_per_sm =
-      r.get_double("local_copy_gbps_per_sm", h.local_copy_gbps_per_sm, 0.1, 1e4);
-  h.local_copy_max_gbps = r.get_double("local_copy_max_gbps", h.local_copy_max_gbps, 0, 1e6);
-  h.contention_coeff = r.get_double("contention_coeff", h.contention_coeff, 0, 1);
-  h.contention_exp = r.get_double("contention_exp", h.contention_exp, 0, 2);
-  h.nvl_contention_coeff = r.get_double("nvl_contention_coeff", h.nvl_contention_coeff, 0, 1);
-  h.nvl_contention_exp = r.get_double("nvl_contention_exp", h.nvl_contention_exp, 0, 2);
-  h.vr_tail_coeff = r.get_double("vr_tail_coeff", h.vr_tail_coeff, 0, 1);
-  h.fp8_gemm_efficiency = r.get_double("fp8_gemm_efficiency", h.fp8_gemm_efficiency, 0, 1.0);
-  h.framework_op_host_us = r.get_double("framework_op_host_us", h.framework_op_host_us, 0, 1e5);
+  // The ranges are model/limits.hpp's (limits::profile), shared with calibrate fit.
+  using namespace limits::profile;
+  auto range = [](const char* k) -> const RealRange& {
+    const RealRange* x = profile_range(k);
+    if (!x) throw EPO_RUNTIME_ERROR("no range stated for profile field '", k, "'");
+    return *x;
+  };
+  auto req = [&](const char* k, double& v) { v = r.require_double(k, range(k).min, range(k).max); };
+  auto opt = [&](const char* k, double& v) { v = r.get_double(k, v, range(k).min, range(k).max); };
+  auto opt_int = [&](const IntRange& x, int& v) { v = r.get_int(x.key, v, x.min, x.max); };
+  opt_int(kComputeCapability, h.compute_capability_major);
+  h.num_sms = r.require_int(kNumSms.key, kNumSms.min, kNumSms.max);
+  req("bf16_tflops", h.bf16_tflops);
+  req("fp8_tflops", h.fp8_tflops);
+  req("hbm_bytes", h.hbm_bytes);
+  req("hbm_gbps", h.hbm_gbps);
+  req("nvlink_gbps", h.nvlink_gbps);
+  h.nvlink_domain_size = r.require_int(kNvlinkDomain.key, kNvlinkDomain.min, kNvlinkDomain.max);
+  req("net_gbps", h.net_gbps);
+  req("nvlink_latency_us", h.nvlink_latency_us);
+  req("net_latency_us", h.net_latency_us);
+  opt("gemm_efficiency", h.gemm_efficiency);
+  opt("gemm_half_dim", h.gemm_half_dim);
+  opt("hbm_efficiency", h.hbm_efficiency);
+  opt("kernel_launch_us", h.kernel_launch_us);
+  opt("gemm_call_us", h.gemm_call_us);
+  opt("grouped_gemm_efficiency", h.grouped_gemm_efficiency);
+  opt("grouped_call_us", h.grouped_call_us);
+  opt("host_sync_us", h.host_sync_us);
+  opt("comm_gbps_per_sm", h.comm_gbps_per_sm);
+  opt("nvlink_efficiency", h.nvlink_efficiency);
+  opt("net_efficiency", h.net_efficiency);
+  opt("nccl_efficiency", h.nccl_efficiency);
+  opt("nccl_latency_us", h.nccl_latency_us);
+  opt_int(kNcclSms, h.nccl_sms);
+  opt("local_copy_gbps_per_sm", h.local_copy_gbps_per_sm);
+  opt("local_copy_max_gbps", h.local_copy_max_gbps);
+  opt("contention_coeff", h.contention_coeff);
+  opt("contention_exp", h.contention_exp);
+  opt("nvl_contention_coeff", h.nvl_contention_coeff);
+  opt("nvl_contention_exp", h.nvl_contention_exp);
+  opt("vr_tail_coeff", h.vr_tail_coeff);
+  opt("fp8_gemm_efficiency", h.fp8_gemm_efficiency);
+  opt("framework_op_host_us", h.framework_op_host_us);
   h.calibrated = r.get_bool("calibrated", false);
   h.provenance = r.get_string_map("provenance");
   for (const auto& [k, v] : r.sources()) h.sources[k] = v;

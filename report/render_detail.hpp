@@ -14,6 +14,7 @@ std::string render_prediction(const nlohmann::json& doc, const std::string& wher
 std::string render_measurement(const nlohmann::json& doc, const std::string& where);
 std::string render_calibration(const nlohmann::json& doc, const std::string& where);
 std::string render_published(const nlohmann::json& doc, const std::string& where);
+std::string render_check_log(const nlohmann::json& doc, const std::string& where);
 
 /// "qwen3-30b-a3b on 16 x h100-sxm: tp1 pp1 vpp1 cp1 ep16 etp1 dp16, mbs 1, gbs 512, seq 4096;
 /// alltoall, overlap off" from a configuration record.

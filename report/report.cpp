@@ -18,6 +18,8 @@ const char* to_string(ReportKind kind) {
       return "calibration_report";
     case ReportKind::published:
       return "published";
+    case ReportKind::check_log:
+      return "check_log";
   }
   return "?";
 }
@@ -30,16 +32,18 @@ ReportKind report_kind(const nlohmann::json& doc, const std::string& where) {
     if (k == "prediction") return ReportKind::prediction;
     if (k == "measurement") return ReportKind::measurement;
     if (k == "calibration_report") return ReportKind::calibration;
+    if (k == "check_log") return ReportKind::check_log;
     throw EPO_INPUT_ERROR(where, ": kind = '", k,
                           "' has no report (allowed: plan, prediction, measurement, "
-                          "calibration_report, or the output of epo calibrate published --json)");
+                          "calibration_report, check_log, or the output of epo calibrate "
+                          "published --json)");
   }
   if (doc.contains("rows") && doc.contains("ab_pairs") && doc.contains("summary"))
     return ReportKind::published;
   throw EPO_INPUT_ERROR(where,
                         ": not a record EPO writes (epo plan --emit json, epo predict "
                         "--json, epo run --json, epo calibrate report --json, epo "
-                        "calibrate published --json)");
+                        "calibrate published --json, epo check-log --json)");
 }
 
 std::string render_html(const nlohmann::json& doc, const std::string& where) {
@@ -54,6 +58,8 @@ std::string render_html(const nlohmann::json& doc, const std::string& where) {
       return detail::render_calibration(doc, where);
     case ReportKind::published:
       return detail::render_published(doc, where);
+    case ReportKind::check_log:
+      return detail::render_check_log(doc, where);
   }
   return {};
 }

@@ -1,14 +1,14 @@
 #pragma once
 // `epo report`: one self-contained HTML page from a result the commands already wrote as JSON
 // (epo plan --emit json, epo predict --json, epo run --json, epo calibrate report --json,
-// epo calibrate published --json). Presentation only: every figure comes from the record.
+// epo calibrate published --json, epo check-log --json). Presentation only: every figure comes from the record.
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace epo::report {
 
-enum class ReportKind { plan, prediction, measurement, calibration, published };
+enum class ReportKind { plan, prediction, measurement, calibration, published, check_log };
 const char* to_string(ReportKind kind);
 
 /// What the record is, from its "kind" (or, for the published-runs comparison, its keys); an
