@@ -166,8 +166,13 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
     r.exit_code = 3;
   }
   for (const auto& w : lc.report.warnings) findings.push_back("assumed: " + w);
-  for (const auto& a : lc.report.assumed) findings.push_back("assumed: " + a);
-  j["assumed"] = lc.report.assumed;
+  nlohmann::json assumed = nlohmann::json::array();
+  for (const auto& a : lc.report.assumed) {
+    findings.push_back("assumed: " + a.to_string());
+    assumed.push_back({{"argument", a.argument}, {"key", a.key}, {"value", a.value},
+                       {"origin", a.origin}});
+  }
+  j["assumed"] = assumed;
   j["findings"] = findings;
   for (const auto& x : findings) L.push_back("finding: " + x.get<std::string>());
   return r;

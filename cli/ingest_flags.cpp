@@ -34,7 +34,12 @@ void print_read_report(const std::string& what, const ingest::ReadReport& r) {
     std::fprintf(stderr, "epo: warning: not known to EPO (not read): %s\n", s.c_str());
   }
   for (const auto& w : r.warnings) std::fprintf(stderr, "epo: warning: %s\n", w.c_str());
-  for (const auto& a : r.assumed) std::fprintf(stderr, "epo: assumed: %s\n", a.c_str());
+  // A command line leaves these to Megatron-LM's defaults; one line says which.
+  if (!r.assumed.empty()) {
+    std::string s;
+    for (const auto& a : r.assumed) s += (s.empty() ? "" : ", ") + a.key + " = " + a.value;
+    std::fprintf(stderr, "epo: not in the arguments, defaults taken: %s\n", s.c_str());
+  }
 }
 
 model::Config apply_mlm_args_file(const model::Config& base, const std::string& path) {

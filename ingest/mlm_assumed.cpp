@@ -105,11 +105,11 @@ const nlohmann::json* at_path(const nlohmann::json& j, const std::string& path) 
 
 }  // namespace
 
-std::vector<std::string> assumed_settings(const model::Config& c,
+std::vector<AssumedSetting> assumed_settings(const model::Config& c,
                                           const std::set<std::string>& given, bool from_args) {
   const bool moe = c.model.num_experts > 0;
   const nlohmann::json j = model::to_json(c);
-  std::vector<std::string> out;
+  std::vector<AssumedSetting> out;
   for (const Setting& s : settings()) {
     if ((s.when == When::moe || s.when == When::moe_from_args) && !moe) continue;
     if ((s.when == When::from_args || s.when == When::moe_from_args) && !from_args) continue;
@@ -118,10 +118,17 @@ std::vector<std::string> assumed_settings(const model::Config& c,
     if (named) continue;
     const nlohmann::json* v = at_path(j, s.key);
     std::string shown = v ? (v->is_string() ? v->get<std::string>() : v->dump()) : "?";
-    out.push_back(std::string(s.dests.front()) + " not in the arguments: " + s.key + " = " +
-                  shown + " (" + s.origin + ")");
+    out.push_back({s.dests.front(), s.key, shown, s.origin});
   }
   return out;
 }
 
 }  // namespace epo::ingest::detail
+
+namespace epo::ingest {
+
+std::string AssumedSetting::to_string() const {
+  return argument + " not in the arguments: " + key + " = " + value + " (" + origin + ")";
+}
+
+}  // namespace epo::ingest

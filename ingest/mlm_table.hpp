@@ -11,6 +11,16 @@
 
 namespace epo::ingest {
 
+/// A setting no argument named and the value EPO took for it.
+struct AssumedSetting {
+  std::string argument;  ///< the Megatron-LM dest, e.g. "expert_model_parallel_size"
+  std::string key;       ///< the EPO key it sets, e.g. "parallel.ep"
+  std::string value;     ///< the value taken, as EPO's JSON writes it
+  std::string origin;    ///< e.g. "Megatron-LM's default"
+  /// "expert_model_parallel_size not in the arguments: parallel.ep = 1 (Megatron-LM's default)"
+  std::string to_string() const;
+};
+
 /// What a reader did with the arguments it saw.
 struct ReadReport {
   std::vector<std::string> read;      ///< arguments that set a Config field
@@ -19,7 +29,7 @@ struct ReadReport {
   std::vector<std::string> warnings;  ///< approximations and assumptions, one sentence each
   /// Settings no argument named, with the default taken (Megatron-LM's, or EPO's where Megatron
   /// has none); filled when the arguments stand alone (Unset::megatron_defaults).
-  std::vector<std::string> assumed;
+  std::vector<AssumedSetting> assumed;
 };
 
 /// One argument as read: its dest name (`num_layers`), its value as words ("4", "True", "None",

@@ -39,7 +39,7 @@ const std::vector<Row>& table_rows();
 /// The settings of `c` that no argument in `given` named, each with the value taken and where it
 /// came from ("expert_model_parallel_size not in the arguments: parallel.ep = 1 (Megatron-LM's
 /// default)"); architecture settings only when the arguments define the model.
-std::vector<std::string> assumed_settings(const model::Config& c,
+std::vector<AssumedSetting> assumed_settings(const model::Config& c,
                                           const std::set<std::string>& given, bool from_args);
 
 }  // namespace epo::ingest::detail
