@@ -166,6 +166,11 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
     r.exit_code = 3;
   }
   for (const auto& w : lc.report.warnings) findings.push_back("assumed: " + w);
+  if (lc.complete && st.global_batch_size > 0 &&
+      st.global_batch_size != lc.config.par.global_batch_size)
+    findings.push_back("the log's global batch size " + std::to_string(st.global_batch_size) +
+                       " differs from the configuration's " +
+                       std::to_string(lc.config.par.global_batch_size));
   nlohmann::json assumed = nlohmann::json::array();
   for (const auto& a : lc.report.assumed) {
     findings.push_back("assumed: " + a.to_string());

@@ -65,11 +65,13 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     c.hw = load_profile_file(f.profile_file);
     c.hardware_name = c.hw.name;
   }
-  if (log.world_size > 0 && !given(f, "--gpus"))
+  // The log's own lines outside the block complete an argument list; a given configuration
+  // without one (--config alone) stands as given.
+  if (!args.empty() && log.world_size > 0 && !given(f, "--gpus"))
     args.insert(args.begin(),
                 {"world_size", std::to_string(log.world_size), log_name + " (using world size)"});
   for (const auto& it : log.iterations)
-    if (it.global_batch_size > 0) {
+    if (!args.empty() && it.global_batch_size > 0) {
       args.insert(args.begin(), {"global_batch_size", std::to_string(it.global_batch_size),
                                  log_name + " (iteration line " + std::to_string(it.line) + ")"});
       break;
