@@ -16,6 +16,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "calibration/measurement.hpp"
 #include "calibration/profile_fit.hpp"
@@ -258,6 +259,16 @@ TEST_CASE("mutation fuzz of the config, profile, samples and measurement readers
         run_one("samples", text,
                 [&](const nlohmann::json& j) {
                   const calib::Samples s = calib::samples_from_json(j, "fuzz");
+                  // Every time read is finite and positive (model/limits.hpp).
+                  std::vector<double> times = s.launch_us;
+                  times.insert(times.end(), s.host_sync_us.begin(), s.host_sync_us.end());
+                  for (const auto& g : s.gemm) times.push_back(g.time_us);
+                  for (const auto& c : s.copy) times.push_back(c.time_us);
+                  for (const auto& h : s.hbm) times.push_back(h.time_us);
+                  for (const auto& t : s.transport) times.push_back(t.time_us);
+                  for (const auto& c : s.contention)
+                    times.insert(times.end(), {c.gemm_alone_us, c.comm_alone_us, c.together_us});
+                  for (const double t : times) REQUIRE((std::isfinite(t) && t > 0));
                   const calib::ProfileFit pf = calib::fit_profile(h100, s, {}, "2026-01-01");
                   const model::HardwareProfile back =
                       model::hardware_from_json(model::to_json(pf.profile), "fitted profile");
@@ -269,6 +280,12 @@ TEST_CASE("mutation fuzz of the config, profile, samples and measurement readers
         run_one("measurement", text,
                 [&](const nlohmann::json& j) {
                   const calib::MeasuredRun m = calib::measurement_from_json(j, "fuzz");
+                  // Every time and size read is finite and not negative (model/limits.hpp).
+                  REQUIRE((std::isfinite(m.step_time_us) && m.step_time_us >= 0));
+                  REQUIRE((std::isfinite(m.exposed_comm_us) && m.exposed_comm_us >= 0));
+                  REQUIRE((std::isfinite(m.peak_memory_bytes) && m.peak_memory_bytes >= 0));
+                  for (const auto& op : m.op_mean_us)
+                    REQUIRE((std::isfinite(op.second) && op.second >= 0));
                   const model::Config c = calib::measured_config(m, h100);
                   if (model::estimated_schedule_ops(c) > 20000) return;
                   const calib::RunPrediction p = calib::predict_measured(m, h100);

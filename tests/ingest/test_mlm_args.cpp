@@ -1,6 +1,7 @@
 // Megatron-LM command lines: the emitted arguments read back into the same configuration for every
 // preset, launch-script forms, unknown and ignored flags, malformed values.
 #include "catch.hpp"
+#include "ingest/bridge_overrides.hpp"
 #include "ingest/mlm_args.hpp"
 #include "ingest/layer_pattern.hpp"
 #include "ingest_test_util.hpp"
@@ -87,4 +88,39 @@ TEST_CASE("moe_layer_freq forms") {
   CHECK_THROWS_AS(moe_layer_pattern("([0]*3+[1]*5)", 61, "f"), Error);
   CHECK_THROWS_AS(moe_layer_pattern("[0,2]", 2, "f"), Error);
   CHECK_THROWS_AS(moe_layer_pattern("import os", 2, "f"), Error);
+}
+
+TEST_CASE("settings no argument names are listed with the value taken") {
+  model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  const std::string args =
+      "--num-layers 4 --hidden-size 512 --num-attention-heads 8 --num-experts 8 --bf16 "
+      "--seq-length 1024 --tensor-model-parallel-size 2";
+  const model::Config c = config_from_mlm_args(base, args, "args", r);
+  auto find = [&](const std::string& arg) -> const AssumedSetting* {
+    for (const auto& a : r.assumed)
+      if (a.argument == arg) return &a;
+    return nullptr;
+  };
+  const AssumedSetting* ep = find("expert_model_parallel_size");
+  REQUIRE(ep);
+  CHECK(ep->key == "parallel.ep");
+  CHECK(ep->value == std::to_string(c.par.ep));
+  CHECK(ep->to_string() ==
+        "expert_model_parallel_size not in the arguments: parallel.ep = 1 (Megatron-LM's default)");
+  const AssumedSetting* ffn = find("ffn_hidden_size");
+  REQUIRE(ffn);
+  CHECK(ffn->value == std::to_string(c.model.ffn_hidden_size));
+  const AssumedSetting* etp = find("expert_tensor_parallel_size");
+  REQUIRE(etp);
+  CHECK(etp->value == "2");  // expert TP follows TP
+  // What the arguments name is not assumed; no value is left unknown.
+  for (const char* named : {"num_experts", "tensor_model_parallel_size", "seq_length"})
+    CHECK(find(named) == nullptr);
+  for (const auto& a : r.assumed) CHECK(a.value != "?");
+  // Overrides on top of a recipe keep the recipe's values: nothing is assumed.
+  ReadReport br;
+  config_from_bridge_overrides(test::sample_config("tiny", 0), "model.expert_model_parallel_size=2",
+                               "overrides", br);
+  CHECK(br.assumed.empty());
 }

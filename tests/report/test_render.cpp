@@ -2,6 +2,7 @@
 // exposed communication marks, the timeline record of a simulated step, and the Chrome trace's
 // size guard and baseline names.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -155,4 +156,29 @@ TEST_CASE("the trace keeps its first steps above the size guard and names the ba
   const json k = json::parse(read_all(path));  // still a valid trace, flows included
   CHECK(k["otherData"]["title"].get<std::string>().find("size guard") != std::string::npos);
   std::remove(path.c_str());
+}
+
+TEST_CASE("a check-log page: measured beside predicted, the logged iterations, the findings",
+          "[report]") {
+  const char* dir = std::getenv("EPO_TEST_DATA");
+  REQUIRE(dir);
+  const std::string path = std::string(dir) + "/report/check_log.json";
+  json doc = json::parse(read_all(path));
+  CHECK(report::report_kind(doc, path) == report::ReportKind::check_log);
+  std::string html = report::render_html(doc, path);
+  check_self_contained(html);
+  CHECK(html.find("Elapsed time per iteration as logged") != std::string::npos);
+  CHECK(html.find("predicted step") != std::string::npos);
+  CHECK(html.find(doc["findings"][0].get<std::string>().substr(0, 20)) != std::string::npos);
+  // Without a configuration: the measured figures, and why there is no prediction.
+  doc["config"] = nullptr;
+  doc["predicted"] = nullptr;
+  doc["gap_pct"] = nullptr;
+  doc["overlap_active"] = nullptr;
+  doc["prediction_missing"] = "no arguments block in the log";
+  html = report::render_html(doc, path);
+  CHECK(html.find("No prediction: no arguments block in the log.") != std::string::npos);
+  CHECK(html.find("unknown (no configuration)") != std::string::npos);
+  doc["iterations"] = "many";
+  CHECK_THROWS_AS(report::render_html(doc, path), Error);
 }
