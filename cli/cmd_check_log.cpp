@@ -16,6 +16,7 @@
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_file.hpp"
+#include "model/limits.hpp"
 #include "planner/validation.hpp"
 
 namespace epo::cli {
@@ -71,7 +72,8 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     args.insert(args.begin(),
                 {"world_size", std::to_string(log.world_size), log_name + " (using world size)"});
   for (const auto& it : log.iterations)
-    if (!args.empty() && it.global_batch_size > 0) {
+    if (!args.empty() && it.global_batch_size > 0 &&
+        it.global_batch_size <= model::limits::kGlobalBatch.max) {
       args.insert(args.begin(), {"global_batch_size", std::to_string(it.global_batch_size),
                                  log_name + " (iteration line " + std::to_string(it.line) + ")"});
       break;

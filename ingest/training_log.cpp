@@ -13,7 +13,12 @@ namespace {
 constexpr int kMaxWrappedLines = 8;
 constexpr double kStepMatchMs = 10.0;  // Step Time is printed in s with 2 decimals  // a record hard-wrapped over more lines is not rejoined
 
-double to_d(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+/// A printed figure: every one a log prints (times, throughput, loss, memory) is finite and not
+/// negative; anything else (an overflowing number, a stray sign) counts as not printed.
+double to_d(const std::string& s) {
+  const double v = std::strtod(s.c_str(), nullptr);
+  return std::isfinite(v) && v >= 0 ? v : kNotPrinted;
+}
 long long to_ll(const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); }
 
 

@@ -254,3 +254,54 @@ TEST_CASE("files EPO writes read back: random accepted configurations through pr
   CHECK(r.exit_code == 0);
   for (const auto& f : {a, b, plan}) std::remove(f.c_str());
 }
+
+TEST_CASE("reproducers: a number beyond double names its file in every reader", "[cli][bad]") {
+  struct Case {
+    std::string file, text, command;
+  };
+  const std::string e400_config =
+      R"({"schema_version":1,"model":"tiny","hardware":"h100-sxm","gpus":4,)"
+      R"("parallel":{"seq_length":1e400}})";
+  const Case cases[] = {
+      {"e400_config.json", e400_config, "predict --config e400_config.json"},
+      {"e400_config.json", e400_config, "validate --config e400_config.json"},
+      {"e400_profile.json", R"({"schema_version":1,"name":"x","num_sms":1e400})",
+       "predict --model tiny --gpus 4 --ep 4 --fast --profile e400_profile.json"},
+      {"e400_samples.json",
+       R"({"schema_version":1,"kind":"samples","samples":[{"bench":"launch","time_us":1e400}]})",
+       "calibrate fit e400_samples.json --out e400_out.json"},
+      {"e400_measurement.json",
+       R"({"schema_version":1,"kind":"measurement","summary":{"step_time_us":1e400}})",
+       "calibrate report e400_measurement.json --profile e400_measurement.json"},
+  };
+  for (const auto& c : cases) {
+    write(c.file, c.text);
+    const auto r = run_epo(c.command);
+    INFO(c.command << " -> " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.output, c.file));
+    CHECK(has(r.output, "1e400"));
+    std::remove(c.file.c_str());
+  }
+  CHECK(!exists("e400_out.json"));
+}
+
+TEST_CASE("reproducers: no command ends by a signal on extreme but accepted sizes", "[cli][bad]") {
+  write("sig_cfg.json", kSmall);
+  const std::string commands[] = {
+      "plan --model tiny --gpus 1048576 --top 1",  // the largest GPU count: 8*num_gpus in 64 bits
+      "predict --fast --model tiny --gpus 1 --ep 1 --seq 16777216",
+      "predict --fast --model tiny --gpus 1048576 --ep 1 --gbs 1073741824",
+      "diff sig_cfg.json sig_cfg.json",  // a configuration file is derived before predicting
+      "check-log /dev/null",
+      "check-log sig_cfg.json",
+  };
+  for (const auto& c : commands) {
+    const auto r = run_epo(c);
+    INFO(c << " -> " << r.output);
+    CHECK(r.exit_code >= 0);
+    CHECK(r.exit_code <= 3);
+    if (r.exit_code != 0) CHECK(has(r.output, "epo: error: "));
+  }
+  std::remove("sig_cfg.json");
+}

@@ -1,5 +1,6 @@
 // Seeded mutation fuzzing of the readers EPO's users feed it: configurations, hardware profiles,
-// microbenchmark samples and measurements. Each input is a committed file or a written
+// microbenchmark samples, measurements and training logs (records, steady state, arguments
+// block). Each input is a committed file or a written
 // configuration with one to three mutations (bytes flipped, spans deleted or repeated, numbers
 // swapped for extremes, structure broken, a JSON leaf replaced by a value of another type); it
 // goes through the reader and what the commands do next (derive, predict, fit, read back). The
@@ -22,6 +23,10 @@
 #include "calibration/profile_fit.hpp"
 #include "calibration/samples.hpp"
 #include "catch.hpp"
+#include "ingest/log_summary.hpp"
+#include "ingest/mlm_args_block.hpp"
+#include "ingest/mlm_table.hpp"
+#include "ingest/training_log.hpp"
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_file.hpp"
@@ -190,17 +195,19 @@ model::Config small_config(const model::HardwareProfile& hw) {
   return c;
 }
 
+constexpr int kReaders = 5;  ///< config, profile, samples, measurement, training log
+
 struct Outcome {
   long long inputs = 0, accepted = 0, input_errors = 0, rejected = 0, runtime_errors = 0;
 };
 
-/// Runs one input through `reader`; fails the test (and keeps the input) on anything but EPO's
-/// own errors.
-template <typename Reader>
-void run_one(const char* name, const std::string& text, Reader&& reader, Outcome& out) {
+/// Runs `body` on one input; fails the test (and keeps the input) on anything but EPO's own
+/// errors.
+template <typename Body>
+void run_guarded(const char* name, const std::string& text, Body&& body, Outcome& out) {
   ++out.inputs;
   try {
-    reader(model::parse_json_text(text, std::string("fuzz ") + name));
+    body();
     ++out.accepted;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::input) ++out.input_errors;
@@ -212,9 +219,31 @@ void run_one(const char* name, const std::string& text, Reader&& reader, Outcome
   }
 }
 
+/// Parses one input as JSON (with the project's checks) and runs it through `reader`.
+template <typename Reader>
+void run_one(const char* name, const std::string& text, Reader&& reader, Outcome& out) {
+  run_guarded(
+      name, text, [&] { reader(model::parse_json_text(text, std::string("fuzz ") + name)); },
+      out);
+}
+
+/// What epo check-log reads of a training log: its records, steady state and arguments block.
+void use_log(const std::string& text, const model::Config& base) {
+  const ingest::TrainingLog log = ingest::read_training_log(text);
+  const ingest::SteadyState st = ingest::steady_state(log);
+  // A figure is either not printed (NaN) or finite and not negative.
+  for (const double x : {st.step_time_ms, st.tflops_per_gpu, st.peak_max_allocated_mb})
+    REQUIRE((std::isnan(x) || (std::isfinite(x) && x >= 0)));
+  const auto args = ingest::read_arguments_block(text, "fuzz log");
+  ingest::ReadReport report;
+  if (!args.empty())
+    ingest::apply_megatron_args(base, args, ingest::Unset::megatron_defaults, report);
+}
+
 }  // namespace
 
-TEST_CASE("mutation fuzz of the config, profile, samples and measurement readers", "[fuzz]") {
+TEST_CASE("mutation fuzz of the config, profile, samples, measurement and training-log readers",
+          "[fuzz]") {
   const long long iterations = env_int("EPO_FUZZ_ITERATIONS", 2000);
   const unsigned seed = static_cast<unsigned>(env_int("EPO_FUZZ_SEED", 19));
   Mutator mut(seed);
@@ -224,20 +253,24 @@ TEST_CASE("mutation fuzz of the config, profile, samples and measurement readers
     c.derive_and_check();
     return c;
   }();
-  const std::string seeds[4] = {
+  const std::string seeds[kReaders] = {
       model::to_json(base_cfg).dump(1), data_file("example_profile.json"),
-      data_file("example_samples.json"), data_file("example_measurement_base.json")};
+      data_file("example_samples.json"), data_file("example_measurement_base.json"),
+      data_file("logs/03_seo_moe64_top1_ep4_dropless.log")};
+  const std::string wrapped_log = data_file("logs/10_bridge841_dense_profiling_wrapped_stepTime_MBmem.log");
   for (const auto& s : seeds) REQUIRE(!s.empty());
   const std::string short_config =
       R"({"schema_version":1,"model":"tiny","hardware":"h100-sxm","gpus":4,)"
       R"("parallel":{"ep":4,"pp":2,"vpp":2,"global_batch_size":32,"seq_length":1024},)"
       R"("options":{"overlap_moe_expert_parallel_comm":true,"delay_wgrad_compute":true}})";
 
-  Outcome outcome[4];
+  Outcome outcome[kReaders];
   const auto t0 = std::chrono::steady_clock::now();
   for (long long i = 0; i < iterations; ++i) {
-    const int which = static_cast<int>(i % 4);
-    const std::string& from = which == 0 && i % 8 == 4 ? short_config : seeds[which];
+    const int which = static_cast<int>(i % kReaders);
+    const std::string& from = which == 0 && i % 2 == 1   ? short_config
+                              : which == 4 && i % 2 == 1 ? wrapped_log
+                                                         : seeds[which];
     const std::string text = mut.mutate(from);
     switch (which) {
       case 0:
@@ -276,6 +309,9 @@ TEST_CASE("mutation fuzz of the config, profile, samples and measurement readers
                 },
                 outcome[2]);
         break;
+      case 4:
+        run_guarded("log", text, [&] { use_log(text, base_cfg); }, outcome[4]);
+        break;
       default:
         run_one("measurement", text,
                 [&](const nlohmann::json& j) {
@@ -298,9 +334,9 @@ TEST_CASE("mutation fuzz of the config, profile, samples and measurement readers
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const char* names[4] = {"config", "profile", "samples", "measurement"};
+  const char* names[kReaders] = {"config", "profile", "samples", "measurement", "log"};
   long long total = 0;
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < kReaders; ++k) {
     const Outcome& o = outcome[k];
     total += o.inputs;
     std::printf("# fuzz %-12s %8lld inputs: %7lld accepted, %7lld input errors, %6lld rejected, "
