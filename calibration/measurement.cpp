@@ -32,7 +32,8 @@ bool known_op(const std::string& name) {
   return false;
 }
 
-/// A number within `range` (model/limits.hpp: measured times and bytes are finite and not negative).
+/// A number within `range` (model/limits.hpp: measured times and bytes are finite and not
+/// negative).
 double number(const nlohmann::json& v, const std::string& where, const std::string& key,
               const model::RealRange& range) {
   if (!v.is_number()) {
@@ -125,8 +126,9 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
     m.run = r.member("run");
     if (!m.run.is_object()) throw EPO_INPUT_ERROR(where, ": run: expected an object");
     if (m.run.contains("layers")) {
-      const double layers = number(m.run["layers"], where, "run.layers",
-                                   {"layers", "", 0, static_cast<double>(m.config.model.num_layers)});
+      const double layers =
+          number(m.run["layers"], where, "run.layers",
+                 {"layers", "", 0, static_cast<double>(m.config.model.num_layers)});
       EPO_REQUIRE_INPUT(layers >= 0 && layers <= m.config.model.num_layers, where,
                         ": run.layers = ", layers, " is out of range (0 .. ",
                         m.config.model.num_layers, ")");
@@ -191,8 +193,7 @@ MeasuredRun measurement_from_json(const nlohmann::json& j, const std::string& wh
     for (const auto& [k, a] : base_acc) m.op_mean_us[k] = a.sum / a.n;
   } else if (summary.contains("op_mean_us") && summary["op_mean_us"].is_object()) {
     for (const auto& it : summary["op_mean_us"].items())
-      m.op_mean_us[it.key()] =
-          number(it.value(), where, "summary.op_mean_us." + it.key(), kTime);
+      m.op_mean_us[it.key()] = number(it.value(), where, "summary.op_mean_us." + it.key(), kTime);
   } else {
     for (const auto& [k, a] : all_acc) m.op_mean_us[k] = a.sum / a.n;
   }

@@ -105,20 +105,23 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
                    {"iterations_used", used}, {"excluded", st.excluded}, {"method", st.method}};
   L.push_back("measured (" + std::to_string(st.used.size()) + " logged iterations; " + st.method + "):");
   L.push_back("  step time " + fmt("%.3f s", step_s) +
-              (std::isnan(step_s) ? "" : "  (range " + fmt("%.1f", st.min_step_time_ms) + " - " +
-                                             fmt("%.1f ms)", st.max_step_time_ms)) +
+              (std::isnan(step_s) ? ""
+                                  : "  (range " + fmt("%.1f", st.min_step_time_ms) + " - " +
+                                        fmt("%.1f ms)", st.max_step_time_ms)) +
               "   TFLOP/s/GPU " + fmt("%.1f", st.tflops_per_gpu) + "   tokens/s/GPU " +
-              (std::isnan(tokens) && !std::isnan(step_s) ? "(needs the configuration)" : fmt("%.0f", tokens)));
+              (std::isnan(tokens) && !std::isnan(step_s) ? "(needs the configuration)"
+                                                         : fmt("%.0f", tokens)));
   L.push_back("  peak memory: max allocated " + fmt("%.1f MB", st.peak_max_allocated_mb) + ", max reserved " +
               fmt("%.1f MB", st.peak_max_reserved_mb) + " (" + std::to_string(st.memory_ranks) + " ranks reported)");
   for (const auto& e : st.excluded) L.push_back("  excluded " + e);
   // Every logged iteration, and whether it counts (the page's chart; figures as printed).
   nlohmann::json iters = nlohmann::json::array();
   for (const auto& it : log.iterations)
-    iters.push_back({{"iteration", it.iteration},
-                     {"elapsed_ms", num_or_null(it.elapsed_ms)},
-                     {"tflops_per_gpu", num_or_null(it.tflops_per_gpu)},
-                     {"used", std::find(st.used.begin(), st.used.end(), it.iteration) != st.used.end()}});
+    iters.push_back(
+        {{"iteration", it.iteration},
+         {"elapsed_ms", num_or_null(it.elapsed_ms)},
+         {"tflops_per_gpu", num_or_null(it.tflops_per_gpu)},
+         {"used", std::find(st.used.begin(), st.used.end(), it.iteration) != st.used.end()}});
   j["iterations"] = iters;
   j["log"] = name;
   j["predicted"] = nullptr;
@@ -128,7 +131,8 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   if (lc.complete && !planner::has_errors(violations)) {
     const model::Prediction p = model::predict(lc.config);
     const double pred_s = p.step_time_us / 1e6;
-    j["predicted"] = {{"step_time_s", pred_s}, {"tflops_per_gpu", p.model_tflops_per_gpu},
+    j["predicted"] = {{"step_time_s", pred_s},
+                      {"tflops_per_gpu", p.model_tflops_per_gpu},
                       {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
                       {"peak_memory_mb", p.memory.allocated_bytes / kMiB},
                       {"total_memory_mb", p.memory.total_bytes / kMiB},
@@ -174,8 +178,8 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   nlohmann::json assumed = nlohmann::json::array();
   for (const auto& a : lc.report.assumed) {
     findings.push_back("assumed: " + a.to_string());
-    assumed.push_back({{"argument", a.argument}, {"key", a.key}, {"value", a.value},
-                       {"origin", a.origin}});
+    assumed.push_back(
+        {{"argument", a.argument}, {"key", a.key}, {"value", a.value}, {"origin", a.origin}});
   }
   j["assumed"] = assumed;
   j["findings"] = findings;

@@ -8,8 +8,8 @@
 
 #include "cli/config_flags.hpp"
 #include "ingest/log_summary.hpp"
-#include "ingest/training_log.hpp"
 #include "ingest/mlm_table.hpp"
+#include "ingest/training_log.hpp"
 #include "model/config.hpp"
 
 namespace epo::cli {

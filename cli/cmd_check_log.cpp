@@ -40,8 +40,8 @@ bool given(const ConfigFlags& f, const char* name) {
 
 }  // namespace
 
-LogConfig config_of_log(const std::string& log_text, const std::string& log_name, const ConfigFlags& f,
-                        const ingest::TrainingLog& log) {
+LogConfig config_of_log(const std::string& log_text, const std::string& log_name,
+                        const ConfigFlags& f, const ingest::TrainingLog& log) {
   using namespace model;
   LogConfig out;
   std::vector<ingest::ArgValue> args;

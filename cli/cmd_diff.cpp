@@ -29,7 +29,7 @@ struct Side {
   std::string path, kind;
   model::Config config;
   double measured_step_s = std::nan("");
-  std::vector<std::string> assumed;  ///< settings a log or argument list did not name
+  std::vector<std::string> assumed;   ///< settings a log or argument list did not name
   std::vector<std::string> rejected;  ///< errors of the rules Megatron enforces, "ID: message"
 };
 
@@ -119,8 +119,10 @@ bool with_one_setting(const model::Config& a, const nlohmann::json& b_json, cons
     return p;
   }());
   if (!b_json.contains(ptr)) return false;
-  if (key.rfind("hardware.", 0) == 0) j["hardware"] = b_json["hardware"];
-  else j[ptr] = b_json[ptr];
+  if (key.rfind("hardware.", 0) == 0)
+    j["hardware"] = b_json["hardware"];
+  else
+    j[ptr] = b_json[ptr];
   try {
     out = model::config_from_json(j, "A with one setting of B");
     out.derive_and_check();
@@ -210,8 +212,8 @@ int run_diff(const std::vector<std::string>& paths, const ConfigFlags& f,
   if (!std::isnan(a.measured_step_s) && !std::isnan(b.measured_step_s)) {
     const double m = pct(a.measured_step_s, b.measured_step_s);
     const double p = pct(pa.step_time_us, pb.step_time_us);
-    std::printf("%-34s %11.2f ms %11.2f ms %+8.1f%%   (predicted %+.1f%%)\n",
-                "measured step time", a.measured_step_s * 1e3, b.measured_step_s * 1e3, m, p);
+    std::printf("%-34s %11.2f ms %11.2f ms %+8.1f%%   (predicted %+.1f%%)\n", "measured step time",
+                a.measured_step_s * 1e3, b.measured_step_s * 1e3, m, p);
     measured = {{"step_change_pct", m}, {"predicted_step_change_pct", p}};
   }
 
@@ -223,7 +225,8 @@ int run_diff(const std::vector<std::string>& paths, const ConfigFlags& f,
 
   if (!json_path.empty()) {
     nlohmann::json ops = nlohmann::json::array();
-    for (const auto& o : cmp.ops) ops.push_back({{"op", o.name}, {"a_us", o.reference_us}, {"b_us", o.winner_us}});
+    for (const auto& o : cmp.ops)
+      ops.push_back({{"op", o.name}, {"a_us", o.reference_us}, {"b_us", o.winner_us}});
     model::write_json_file(json_path, {{"schema_version", 1},
                                        {"kind", "diff"},
                                        {"a", side_json(a, pa)},

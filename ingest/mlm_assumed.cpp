@@ -27,6 +27,8 @@ struct Setting {
 constexpr const char* kMegatron = "Megatron-LM's default";
 
 const std::vector<Setting>& settings() {
+  // One setting a row or two.
+  // clang-format off
   static const std::vector<Setting> s = {
       // Layout and batch.
       {{"tensor_model_parallel_size"}, "parallel.tp", When::always, kMegatron},
@@ -87,6 +89,7 @@ const std::vector<Setting>& settings() {
        When::moe_from_args, kMegatron},
       {{"moe_router_score_function"}, "model.score_function", When::moe_from_args, kMegatron},
   };
+  // clang-format on
   return s;
 }
 
@@ -106,7 +109,7 @@ const nlohmann::json* at_path(const nlohmann::json& j, const std::string& path) 
 }  // namespace
 
 std::vector<AssumedSetting> assumed_settings(const model::Config& c,
-                                          const std::set<std::string>& given, bool from_args) {
+                                             const std::set<std::string>& given, bool from_args) {
   const bool moe = c.model.num_experts > 0;
   const nlohmann::json j = model::to_json(c);
   std::vector<AssumedSetting> out;

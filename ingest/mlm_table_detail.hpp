@@ -40,6 +40,6 @@ const std::vector<Row>& table_rows();
 /// came from ("expert_model_parallel_size not in the arguments: parallel.ep = 1 (Megatron-LM's
 /// default)"); architecture settings only when the arguments define the model.
 std::vector<AssumedSetting> assumed_settings(const model::Config& c,
-                                          const std::set<std::string>& given, bool from_args);
+                                             const std::set<std::string>& given, bool from_args);
 
 }  // namespace epo::ingest::detail

@@ -11,7 +11,9 @@ namespace epo::report::detail {
 
 namespace {
 
-std::string cell(double v) { return std::isnan(v) ? "-" : fmt_num(v); }
+std::string cell(double v) {
+  return std::isnan(v) ? "-" : fmt_num(v);
+}
 
 /// Step time per logged iteration: those the steady state uses, those it leaves out, and the
 /// predicted step as a line across them.
@@ -29,9 +31,9 @@ void iterations_chart(Page& page, const nlohmann::json& doc, const nlohmann::jso
     const double x = number(it, "iteration", where), y = number(it, "elapsed_ms", where);
     if (std::isnan(x) || std::isnan(y)) continue;
     const bool used = it.is_object() && it.value("used", false);
-    spec.points.push_back({used ? 0 : 1, x, y,
-                           "iteration " + fmt_num(x) + ": " + fmt_num(y) + " ms" +
-                               (used ? "" : " (left out)")});
+    spec.points.push_back(
+        {used ? 0 : 1, x, y,
+         "iteration " + fmt_num(x) + ": " + fmt_num(y) + " ms" + (used ? "" : " (left out)")});
     x0 = std::isnan(x0) ? x : std::min(x0, x);
     x1 = std::isnan(x1) ? x : std::max(x1, x);
   }
@@ -71,14 +73,14 @@ std::string render_check_log(const nlohmann::json& doc, const std::string& where
   }
   page.table({"figure", "measured", "predicted", "measured against predicted (%)"}, rows);
   const double gap = number(doc, "gap_pct", where);
-  page.para(std::isnan(gap) ? "No gap: the step time is missing on one side."
-                            : "Gap of the measured step to the prediction: " + fmt_num(gap) + " %.");
+  page.para(std::isnan(gap)
+                ? "No gap: the step time is missing on one side."
+                : "Gap of the measured step to the prediction: " + fmt_num(gap) + " %.");
 
   page.heading("EP overlap");
   const nlohmann::json& active = need(doc, "overlap_active", where);
-  page.para(std::string("Active: ") +
-            (active.is_boolean() ? (active.get<bool>() ? "yes" : "no")
-                                 : "unknown (no configuration)"));
+  page.para(std::string("Active: ") + (active.is_boolean() ? (active.get<bool>() ? "yes" : "no")
+                                                           : "unknown (no configuration)"));
   std::vector<std::vector<std::string>> evidence;
   for (const auto& e : array(doc, "overlap_evidence", where))
     evidence.push_back({e.is_string() ? e.get<std::string>() : e.dump()});

@@ -1,7 +1,8 @@
 #pragma once
 // `epo report`: one self-contained HTML page from a result the commands already wrote as JSON
 // (epo plan --emit json, epo predict --json, epo run --json, epo calibrate report --json,
-// epo calibrate published --json, epo check-log --json). Presentation only: every figure comes from the record.
+// epo calibrate published --json, epo check-log --json). Presentation only: every figure comes from
+// the record.
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -17,7 +17,9 @@ using epo::test::run_epo;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -44,7 +46,9 @@ void write_changed(const std::string& from, const std::string& name,
   std::ofstream(name) << j.dump();
 }
 
-void write_text(const std::string& name, const std::string& text) { std::ofstream(name) << text; }
+void write_text(const std::string& name, const std::string& text) {
+  std::ofstream(name) << text;
+}
 
 }  // namespace
 
@@ -66,8 +70,9 @@ TEST_CASE("samples: negative, zero or huge times exit 2 naming the file, key and
     std::remove(f.c_str());
   }
   // A number beyond double (1e400): an input error naming the file, not a runtime failure.
-  write_text("bad_samples_e400.json",
-             R"({"schema_version":1,"kind":"samples","samples":[{"bench":"launch","time_us":1e400}]})");
+  write_text(
+      "bad_samples_e400.json",
+      R"({"schema_version":1,"kind":"samples","samples":[{"bench":"launch","time_us":1e400}]})");
   const auto r = run_epo("calibrate fit bad_samples_e400.json --out " + out);
   CHECK(r.exit_code == 2);
   CHECK(has(r.output, "bad_samples_e400.json"));
@@ -95,7 +100,10 @@ TEST_CASE("measurements: negative or huge times and memory exit 2 naming the fil
          j["summary"]["op_mean_us"]["mlp/forward"] = -3.0;
        },
        "summary.op_mean_us.mlp/forward"},
-      {"memory", [](nlohmann::json& j) { j["summary"]["peak_memory_bytes"] = {-1.0, 5.0}; },
+      {"memory",
+       [](nlohmann::json& j) {
+         j["summary"]["peak_memory_bytes"] = {-1.0, 5.0};
+       },
        "summary.peak_memory_bytes"},
       {"exposed", [](nlohmann::json& j) { j["summary"]["exposed_comm_us"] = -1.0; },
        "exposed_comm_us"},
@@ -105,9 +113,8 @@ TEST_CASE("measurements: negative or huge times and memory exit 2 naming the fil
     const std::string f = "bad_measurement.json";
     write_changed(data("example_measurement_base.json"), f, c.change);
     std::remove(out.c_str());
-    const auto r =
-        run_epo("calibrate report " + f + " --profile " + data("example_profile.json") +
-                " --json " + out);
+    const auto r = run_epo("calibrate report " + f + " --profile " + data("example_profile.json") +
+                           " --json " + out);
     INFO(c.what << " -> " << r.output);
     CHECK(r.exit_code == 2);
     CHECK(has(r.output, f));

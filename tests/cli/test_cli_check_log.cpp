@@ -19,7 +19,9 @@ using epo::test::run_epo;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -58,13 +60,14 @@ std::string synthetic_log(double elapsed_ms, int n = 6) {
   std::string text = read_text(log_path("synthetic_tiny_moe_args_only.log"));
   for (int i = 1; i <= n; ++i) {
     char line[512];
-    std::snprintf(line, sizeof line,
-                  " [2026-01-01 00:00:%02d] iteration %8d/    1000 | consumed samples: %12d | "
-                  "elapsed time per iteration (ms): %.3f | throughput per GPU (TFLOP/s/GPU): 10.0 | "
-                  "learning rate: 1.000000E-04 | global batch size:    16 | lm loss: "
-                  "2.000000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped "
-                  "iterations:   0 | number of nan iterations:   0 |\n",
-                  i, i * 10, i * 160, elapsed_ms);
+    std::snprintf(
+        line, sizeof line,
+        " [2026-01-01 00:00:%02d] iteration %8d/    1000 | consumed samples: %12d | "
+        "elapsed time per iteration (ms): %.3f | throughput per GPU (TFLOP/s/GPU): 10.0 | "
+        "learning rate: 1.000000E-04 | global batch size:    16 | lm loss: "
+        "2.000000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped "
+        "iterations:   0 | number of nan iterations:   0 |\n",
+        i, i * 10, i * 160, elapsed_ms);
     text += line;
   }
   return text;
@@ -74,9 +77,8 @@ std::string synthetic_log(double elapsed_ms, int n = 6) {
 
 TEST_CASE("check-log: the --json record holds the keys a CI job reads", "[cli][check-log]") {
   int rc = -1;
-  const auto j = check_log_json(log_path("synthetic_tiny_moe_args_only.log") +
-                                    " --hardware h100-sxm --tolerance 1000",
-                                rc);
+  const auto j = check_log_json(
+      log_path("synthetic_tiny_moe_args_only.log") + " --hardware h100-sxm --tolerance 1000", rc);
   REQUIRE(rc == 0);
   for (const char* k : {"config_found", "config", "overlap_active", "overlap_evidence", "measured",
                         "predicted", "gap_pct", "findings", "assumed", "prediction_missing"})
@@ -100,9 +102,8 @@ TEST_CASE("check-log: exit 0 within the tolerance, 4 when the measured step is s
           "[cli][check-log]") {
   // The prediction for the synthetic configuration, then logs that ran at it and at 3x it.
   int rc = -1;
-  const auto base = check_log_json(log_path("synthetic_tiny_moe_args_only.log") +
-                                       " --hardware h100-sxm",
-                                   rc);
+  const auto base =
+      check_log_json(log_path("synthetic_tiny_moe_args_only.log") + " --hardware h100-sxm", rc);
   REQUIRE(rc == 0);
   const double predicted_ms = base["predicted"]["step_time_s"].get<double>() * 1e3;
   REQUIRE(predicted_ms > 0);
@@ -136,7 +137,7 @@ TEST_CASE("check-log: a file that is no training log exits 2 naming it", "[cli][
   const char* dir = std::getenv("EPO_TEST_DATA");
   REQUIRE(dir);
   for (const std::string& f : {std::string(dir) + "/example_profile.json",
-                              std::string(dir) + "/args/qwen3_ep8_overlap_off.sh"}) {
+                               std::string(dir) + "/args/qwen3_ep8_overlap_off.sh"}) {
     const std::string out = "not_a_log.json";
     std::remove(out.c_str());
     const auto r = run_epo("check-log " + f + " --json " + out);
@@ -159,9 +160,8 @@ TEST_CASE("check-log: a configuration Megatron refuses exits 3 with the rule and
           "[cli][check-log]") {
   int rc = -1;
   std::string out;
-  const auto j = check_log_json(log_path("synthetic_rejected_overlap_allgather.log") +
-                                    " --hardware h100-sxm",
-                                rc, &out);
+  const auto j = check_log_json(
+      log_path("synthetic_rejected_overlap_allgather.log") + " --hardware h100-sxm", rc, &out);
   CHECK(rc == 3);
   CHECK(has(out, "MCORE-OVL-DISPATCHER"));
   CHECK(j["predicted"].is_null());
@@ -171,9 +171,10 @@ TEST_CASE("check-log: a configuration Megatron refuses exits 3 with the rule and
   CHECK(j["measured"]["step_time_s"].get<double>() == Approx(0.1));
 }
 
-TEST_CASE("check-log: a log without a configuration keeps its measured figures and says why "
-          "there is no prediction",
-          "[cli][check-log]") {
+TEST_CASE(
+    "check-log: a log without a configuration keeps its measured figures and says why "
+    "there is no prediction",
+    "[cli][check-log]") {
   int rc = -1;
   std::string out;
   const auto j = check_log_json(log_path("01_seo_dense_baseline_a100x8.log"), rc, &out);
@@ -201,9 +202,8 @@ TEST_CASE("check-log: a log without a configuration keeps its measured figures a
   const std::string cfg = "check_log_config.json";
   std::ofstream(cfg) << R"({"schema_version":1,"model":"tiny","hardware":"h100-sxm","gpus":8,)"
                         R"("parallel":{"ep":8,"global_batch_size":64,"seq_length":2048}})";
-  with = check_log_json(log_path("01_seo_dense_baseline_a100x8.log") + " --config " + cfg +
-                            " --tolerance 1000",
-                        rc);
+  with = check_log_json(
+      log_path("01_seo_dense_baseline_a100x8.log") + " --config " + cfg + " --tolerance 1000", rc);
   CHECK(with["config"]["gpus"] == 8);
   CHECK(with["predicted"]["step_time_s"].is_number());
   REQUIRE(with["gap_pct"].is_number());
@@ -240,9 +240,8 @@ TEST_CASE("check-log: every setting a partial arguments block leaves out is list
   CHECK(j["config"]["parallel"]["global_batch_size"] == 128);
   for (const auto& a : j["assumed"]) CHECK(a["argument"] != "global_batch_size");
   // A block that names the parallel sizes leaves none of them assumed.
-  const auto full = check_log_json(log_path("synthetic_tiny_moe_args_only.log") +
-                                       " --hardware h100-sxm --tolerance 1000",
-                                   rc);
+  const auto full = check_log_json(
+      log_path("synthetic_tiny_moe_args_only.log") + " --hardware h100-sxm --tolerance 1000", rc);
   for (const auto& a : full["assumed"]) {
     CHECK(a["argument"] != "expert_model_parallel_size");
     CHECK(a["argument"] != "tensor_model_parallel_size");
@@ -252,9 +251,9 @@ TEST_CASE("check-log: every setting a partial arguments block leaves out is list
 TEST_CASE("check-log --html: one page from the same record", "[cli][check-log]") {
   const std::string html = "check_log_page.html";
   std::remove(html.c_str());
-  const auto r = run_epo("check-log " + log_path("03_seo_moe64_top1_ep4_dropless.log") + " --mlm-args " +
-                         log_path("03_launch_args.txt") + " --hardware h100-sxm --tolerance 1000 --html " +
-                         html);
+  const auto r = run_epo("check-log " + log_path("03_seo_moe64_top1_ep4_dropless.log") +
+                         " --mlm-args " + log_path("03_launch_args.txt") +
+                         " --hardware h100-sxm --tolerance 1000 --html " + html);
   INFO(r.output);
   CHECK(r.exit_code == 0);
   const std::string page = read_text(html);

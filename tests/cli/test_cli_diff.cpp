@@ -16,7 +16,9 @@ using epo::test::run_epo;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::string data(const std::string& name) {
   const char* dir = std::getenv("EPO_TEST_DATA");
@@ -49,8 +51,7 @@ void check_only_overlap_differs(const nlohmann::json& j) {
   CHECK(s["step_change_pct_alone"].get<double>() ==
         Approx(j["step_change_pct"].get<double>()).margin(1e-9));
   REQUIRE(j["ops_per_step"].size() > 0);
-  for (const char* side : {"a", "b"})
-    CHECK(j[side]["predicted"]["step_time_s"].get<double>() > 0);
+  for (const char* side : {"a", "b"}) CHECK(j[side]["predicted"]["step_time_s"].get<double>() > 0);
 }
 
 }  // namespace
@@ -93,8 +94,7 @@ TEST_CASE("diff: two Megatron-LM argument lists that differ only in overlap", "[
   CHECK(j["b"]["rejected"].empty());
 }
 
-TEST_CASE("diff: two training logs, the measured change beside the predicted one",
-          "[cli][diff]") {
+TEST_CASE("diff: two training logs, the measured change beside the predicted one", "[cli][diff]") {
   // The same experiment with capacity factor 1.0 and dropless; the launch arguments give the
   // architecture both logs' partial arguments blocks lack.
   const std::string args = data("logs/02_seo_moe64_top1_ep4_capacity1.log") + " " +
@@ -107,15 +107,15 @@ TEST_CASE("diff: two training logs, the measured change beside the predicted one
   REQUIRE(rc == 0);
   CHECK(j["a"]["kind"] == "training log");
   bool capacity = false;
-  for (const auto& s : j["settings"])
-    capacity = capacity || s["key"] == "options.capacity_factor";
+  for (const auto& s : j["settings"]) capacity = capacity || s["key"] == "options.capacity_factor";
   CHECK(capacity);
   // The measured change is the two logs' steady-state steps, as check-log reads them.
   double steps[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     const std::string f = "diff_check.json";
-    const auto r = run_epo("check-log " + std::string(i ? data("logs/03_seo_moe64_top1_ep4_dropless.log")
-                                                         : data("logs/02_seo_moe64_top1_ep4_capacity1.log")) +
+    const auto r = run_epo("check-log " +
+                           std::string(i ? data("logs/03_seo_moe64_top1_ep4_dropless.log")
+                                         : data("logs/02_seo_moe64_top1_ep4_capacity1.log")) +
                            " --json " + f);
     REQUIRE(r.exit_code == 0);
     steps[i] = epo::model::read_json_file(f)["measured"]["step_time_s"].get<double>();

@@ -223,8 +223,7 @@ void run_guarded(const char* name, const std::string& text, Body&& body, Outcome
 template <typename Reader>
 void run_one(const char* name, const std::string& text, Reader&& reader, Outcome& out) {
   run_guarded(
-      name, text, [&] { reader(model::parse_json_text(text, std::string("fuzz ") + name)); },
-      out);
+      name, text, [&] { reader(model::parse_json_text(text, std::string("fuzz ") + name)); }, out);
 }
 
 /// What epo check-log reads of a training log: its records, steady state and arguments block.
@@ -257,7 +256,8 @@ TEST_CASE("mutation fuzz of the config, profile, samples, measurement and traini
       model::to_json(base_cfg).dump(1), data_file("example_profile.json"),
       data_file("example_samples.json"), data_file("example_measurement_base.json"),
       data_file("logs/03_seo_moe64_top1_ep4_dropless.log")};
-  const std::string wrapped_log = data_file("logs/10_bridge841_dense_profiling_wrapped_stepTime_MBmem.log");
+  const std::string wrapped_log =
+      data_file("logs/10_bridge841_dense_profiling_wrapped_stepTime_MBmem.log");
   for (const auto& s : seeds) REQUIRE(!s.empty());
   const std::string short_config =
       R"({"schema_version":1,"model":"tiny","hardware":"h100-sxm","gpus":4,)"
@@ -310,7 +310,8 @@ TEST_CASE("mutation fuzz of the config, profile, samples, measurement and traini
                 outcome[2]);
         break;
       case 4:
-        run_guarded("log", text, [&] { use_log(text, base_cfg); }, outcome[4]);
+        run_guarded(
+            "log", text, [&] { use_log(text, base_cfg); }, outcome[4]);
         break;
       default:
         run_one("measurement", text,

@@ -2,8 +2,8 @@
 // preset, launch-script forms, unknown and ignored flags, malformed values.
 #include "catch.hpp"
 #include "ingest/bridge_overrides.hpp"
-#include "ingest/mlm_args.hpp"
 #include "ingest/layer_pattern.hpp"
+#include "ingest/mlm_args.hpp"
 #include "ingest_test_util.hpp"
 #include "model/error.hpp"
 #include "planner/emit.hpp"
