@@ -16,7 +16,9 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-nlohmann::json num_or_null(double x) { return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x); }
+nlohmann::json num_or_null(double x) {
+  return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x);
+}
 
 std::string fmt(const char* f, double x) {
   if (std::isnan(x)) return "(not in the log)";
@@ -27,17 +29,20 @@ std::string fmt(const char* f, double x) {
 
 /// Whether EP overlap ran: the flag, what Megatron does with it (the rules), what the log says.
 void overlap_verdict(const LogConfig& lc, const std::vector<planner::Violation>& v,
-                     const ingest::TrainingLog& log, nlohmann::json& j, std::vector<std::string>& lines) {
+                     const ingest::TrainingLog& log, nlohmann::json& j,
+                     std::vector<std::string>& lines) {
   nlohmann::json evidence = nlohmann::json::array();
   nlohmann::json active = nullptr;
   if (lc.has_config) {
     const bool flag = lc.config.opt.overlap_moe_expert_parallel_comm;
-    evidence.push_back(std::string("overlap_moe_expert_parallel_comm = ") + (flag ? "True" : "False") +
+    evidence.push_back(std::string("overlap_moe_expert_parallel_comm = ") +
+                       (flag ? "True" : "False") +
                        (lc.found_in_log ? " (arguments block)" : " (given configuration)"));
     active = flag;
     for (const auto& x : v)
       if (x.severity == planner::Severity::error &&
-          (x.id.find("OVL") != std::string::npos || x.message.find("overlap") != std::string::npos)) {
+          (x.id.find("OVL") != std::string::npos ||
+           x.message.find("overlap") != std::string::npos)) {
         evidence.push_back("Megatron refuses it: " + x.id + ": " + x.message);
         active = false;
       }
@@ -53,8 +58,10 @@ void overlap_verdict(const LogConfig& lc, const std::vector<planner::Violation>&
   }
   j["overlap_active"] = active;
   j["overlap_evidence"] = evidence;
-  lines.push_back(std::string("EP overlap active: ") +
-                  (active.is_null() ? "unknown (no configuration)" : active.get<bool>() ? "yes" : "no"));
+  lines.push_back(std::string("EP overlap active: ") + (active.is_null()
+                                                            ? "unknown (no configuration)"
+                                                        : active.get<bool>() ? "yes"
+                                                                             : "no"));
   for (const auto& e : evidence) lines.push_back("  - " + e.get<std::string>());
 }
 
@@ -66,7 +73,8 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   const ingest::TrainingLog log = ingest::read_training_log(text);
   LogConfig lc = config_of_log(text, name, f, log);
   if (log.empty() && !lc.found_in_log)
-    throw EPO_INPUT_ERROR(name, ": not a training log (no iteration, memory, Step Time or "
+    throw EPO_INPUT_ERROR(name,
+                          ": not a training log (no iteration, memory, Step Time or "
                           "arguments line found)");
   const ingest::SteadyState st = ingest::steady_state(log);
   auto& j = r.json;
@@ -75,35 +83,43 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   j["kind"] = "check_log";
   j["config_found"] = lc.found_in_log;
   j["config"] = lc.complete ? model::to_json(lc.config) : nlohmann::json(nullptr);
-  j["arguments"] = {{"read", lc.report.read.size()}, {"ignored", lc.report.ignored.size()},
-                    {"unknown", lc.report.unknown}, {"warnings", lc.report.warnings}};
+  j["arguments"] = {{"read", lc.report.read.size()},
+                    {"ignored", lc.report.ignored.size()},
+                    {"unknown", lc.report.unknown},
+                    {"warnings", lc.report.warnings}};
   nlohmann::json findings = nlohmann::json::array();
   L.push_back("epo check-log: " + name);
-  L.push_back(std::string("configuration: ") +
-              (lc.found_in_log ? "arguments block found in the log" : "no arguments block in the log") +
-              (lc.complete ? "" : "; no prediction: " + lc.missing));
+  L.push_back(
+      std::string("configuration: ") +
+      (lc.found_in_log ? "arguments block found in the log" : "no arguments block in the log") +
+      (lc.complete ? "" : "; no prediction: " + lc.missing));
   std::vector<planner::Violation> violations;
   if (lc.complete) {
     planner::ValidationContext ctx;
     ctx.frontend = planner::Frontend::mlm;
     violations = planner::validate(lc.config, ctx);
     for (const auto& v : violations)
-      findings.push_back(std::string(planner::to_string(v.severity)) + " " + v.id + ": " + v.message +
-                         " (fix: " + v.fix + ")");
+      findings.push_back(std::string(planner::to_string(v.severity)) + " " + v.id + ": " +
+                         v.message + " (fix: " + v.fix + ")");
   }
   overlap_verdict(lc, violations, log, j, L);
   // Measured.
   const double step_s = st.step_time_ms / 1000.0;
   double tokens = std::nan("");
   if (lc.complete && !std::isnan(step_s) && st.global_batch_size > 0)
-    tokens = static_cast<double>(st.global_batch_size) * lc.config.par.seq_length / step_s / lc.config.num_gpus;
+    tokens = static_cast<double>(st.global_batch_size) * lc.config.par.seq_length / step_s /
+             lc.config.num_gpus;
   nlohmann::json used = st.used;
-  j["measured"] = {{"step_time_s", num_or_null(step_s)}, {"tflops_per_gpu", num_or_null(st.tflops_per_gpu)},
+  j["measured"] = {{"step_time_s", num_or_null(step_s)},
+                   {"tflops_per_gpu", num_or_null(st.tflops_per_gpu)},
                    {"tokens_per_s_per_gpu", num_or_null(tokens)},
                    {"peak_memory_mb", num_or_null(st.peak_max_allocated_mb)},
                    {"peak_reserved_mb", num_or_null(st.peak_max_reserved_mb)},
-                   {"iterations_used", used}, {"excluded", st.excluded}, {"method", st.method}};
-  L.push_back("measured (" + std::to_string(st.used.size()) + " logged iterations; " + st.method + "):");
+                   {"iterations_used", used},
+                   {"excluded", st.excluded},
+                   {"method", st.method}};
+  L.push_back("measured (" + std::to_string(st.used.size()) + " logged iterations; " + st.method +
+              "):");
   L.push_back("  step time " + fmt("%.3f s", step_s) +
               (std::isnan(step_s) ? ""
                                   : "  (range " + fmt("%.1f", st.min_step_time_ms) + " - " +
@@ -111,8 +127,9 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
               "   TFLOP/s/GPU " + fmt("%.1f", st.tflops_per_gpu) + "   tokens/s/GPU " +
               (std::isnan(tokens) && !std::isnan(step_s) ? "(needs the configuration)"
                                                          : fmt("%.0f", tokens)));
-  L.push_back("  peak memory: max allocated " + fmt("%.1f MB", st.peak_max_allocated_mb) + ", max reserved " +
-              fmt("%.1f MB", st.peak_max_reserved_mb) + " (" + std::to_string(st.memory_ranks) + " ranks reported)");
+  L.push_back("  peak memory: max allocated " + fmt("%.1f MB", st.peak_max_allocated_mb) +
+              ", max reserved " + fmt("%.1f MB", st.peak_max_reserved_mb) + " (" +
+              std::to_string(st.memory_ranks) + " ranks reported)");
   for (const auto& e : st.excluded) L.push_back("  excluded " + e);
   // Every logged iteration, and whether it counts (the page's chart; figures as printed).
   nlohmann::json iters = nlohmann::json::array();
@@ -139,18 +156,20 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
                       {"capacity_mb", p.memory.capacity_bytes / kMiB},
                       {"exposed_comm_s", p.exposed_comm_us / 1e6},
                       {"overlap_gain", p.overlap_gain}};
-    L.push_back("predicted (" + lc.config.model_name + " on " + std::to_string(lc.config.num_gpus) + " x " +
-                lc.config.hardware_name + "):");
-    L.push_back("  step time " + fmt("%.3f s", pred_s) + "   TFLOP/s/GPU " + fmt("%.1f", p.model_tflops_per_gpu) +
-                "   peak allocated " + fmt("%.1f MB", p.memory.allocated_bytes / kMiB) +
-                "   exposed EP communication " + fmt("%.1f ms", p.exposed_comm_us / 1e3));
+    L.push_back("predicted (" + lc.config.model_name + " on " + std::to_string(lc.config.num_gpus) +
+                " x " + lc.config.hardware_name + "):");
+    L.push_back("  step time " + fmt("%.3f s", pred_s) + "   TFLOP/s/GPU " +
+                fmt("%.1f", p.model_tflops_per_gpu) + "   peak allocated " +
+                fmt("%.1f MB", p.memory.allocated_bytes / kMiB) + "   exposed EP communication " +
+                fmt("%.1f ms", p.exposed_comm_us / 1e3));
     // The MoE layer's largest ops are where a gap most likely sits.
     auto ops = p.costs.moe_layer.ops;
-    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.duration_us() > b.duration_us(); });
+    std::sort(ops.begin(), ops.end(),
+              [](const auto& a, const auto& b) { return a.duration_us() > b.duration_us(); });
     std::string top;
     for (size_t i = 0; i < ops.size() && i < 4; ++i)
-      top += (i ? ", " : "") + std::string(model::to_string(ops[i].kind)) + "/" + model::to_string(ops[i].dir) +
-             fmt(" %.0f us", ops[i].duration_us());
+      top += (i ? ", " : "") + std::string(model::to_string(ops[i].kind)) + "/" +
+             model::to_string(ops[i].dir) + fmt(" %.0f us", ops[i].duration_us());
     if (!top.empty()) findings.push_back("largest predicted ops of one MoE layer: " + top);
     if (!p.memory.fits)
       findings.push_back("predicted memory " + fmt("%.1f GB", p.memory.total_bytes / 1e9) +
@@ -160,8 +179,8 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
     if (!std::isnan(step_s)) {
       const double gap = (step_s - pred_s) / pred_s * 100.0;
       j["gap_pct"] = gap;
-      L.push_back("gap: measured step " + fmt("%+.1f %%", gap) + " against the prediction (tolerance " +
-                  fmt("%.0f %%)", tolerance_pct));
+      L.push_back("gap: measured step " + fmt("%+.1f %%", gap) +
+                  " against the prediction (tolerance " + fmt("%.0f %%)", tolerance_pct));
       if (gap > tolerance_pct) r.exit_code = 4;
     }
   } else if (lc.complete) {

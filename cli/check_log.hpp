@@ -32,7 +32,7 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
                         const ConfigFlags& f, const ingest::TrainingLog& log);
 
 struct CheckLogResult {
-  nlohmann::json json;         ///< config_found, config, overlap_active, measured, predicted, ...
+  nlohmann::json json;  ///< config_found, config, overlap_active, measured, predicted, ...
   std::vector<std::string> lines;  ///< the readable report
   int exit_code = 0;
 };

@@ -46,7 +46,8 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
   LogConfig out;
   std::vector<ingest::ArgValue> args;
   if (!f.mlm_args_file.empty())
-    args = ingest::read_mlm_command_line(read_text_input(f.mlm_args_file), f.mlm_args_file, out.report);
+    args = ingest::read_mlm_command_line(read_text_input(f.mlm_args_file), f.mlm_args_file,
+                                         out.report);
   const auto block = ingest::read_arguments_block(log_text, log_name);
   out.found_in_log = !block.empty();
   args.insert(args.end(), block.begin(), block.end());
@@ -78,19 +79,23 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
                                  log_name + " (iteration line " + std::to_string(it.line) + ")"});
       break;
     }
-  if (!args.empty()) c = ingest::apply_megatron_args(c, args, ingest::Unset::megatron_defaults, out.report);
+  if (!args.empty())
+    c = ingest::apply_megatron_args(c, args, ingest::Unset::megatron_defaults, out.report);
   if (!f.bridge_file.empty())
-    c = ingest::config_from_bridge_overrides(c, read_text_input(f.bridge_file), f.bridge_file, out.report);
+    c = ingest::config_from_bridge_overrides(c, read_text_input(f.bridge_file), f.bridge_file,
+                                             out.report);
   if (given(f, "--gpus")) c.num_gpus = f.gpus;
   out.has_config = out.found_in_log || !f.config_file.empty() || !f.mlm_args_file.empty() ||
                    !f.bridge_file.empty();
   if (!out.has_config) {
-    out.missing = "no arguments block in the log and none of --config, --mlm-args, --bridge-overrides given";
+    out.missing =
+        "no arguments block in the log and none of --config, --mlm-args, --bridge-overrides given";
     return out;
   }
   if (c.model.num_layers <= 0 || c.model.hidden_size <= 0 || c.model.num_attention_heads <= 0) {
-    out.missing = "the architecture is not in the arguments found (num_layers, hidden_size, "
-                  "num_attention_heads); give --model or --mlm-args";
+    out.missing =
+        "the architecture is not in the arguments found (num_layers, hidden_size, "
+        "num_attention_heads); give --model or --mlm-args";
     return out;
   }
   try {
@@ -109,13 +114,16 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
 void add_check_log(CLI::App& app, Runner& run) {
   auto args = std::make_shared<CheckLogArgs>();
   auto* sub = app.add_subcommand(
-      "check-log", "read a Megatron-LM / Bridge / NeMo training log: steady-state step time, "
-                   "throughput, memory, whether EP overlap was active, and the gap to EPO's prediction");
-  sub->add_option("logs", args->logs, "training log(s): one rank's stdout or several merged")->required();
+      "check-log",
+      "read a Megatron-LM / Bridge / NeMo training log: steady-state step time, "
+      "throughput, memory, whether EP overlap was active, and the gap to EPO's prediction");
+  sub->add_option("logs", args->logs, "training log(s): one rank's stdout or several merged")
+      ->required();
   add_config_flags(*sub, args->cfg);
   sub->add_option("--tolerance", args->tolerance_pct,
                   "exit 4 when the measured step is slower than predicted by more than this % "
-                  "(default 15)")->check(CLI::Range(0.0, 1000.0));
+                  "(default 15)")
+      ->check(CLI::Range(0.0, 1000.0));
   sub->add_option("--json", args->json_path, "write the result as JSON");
   sub->add_option("--html", args->html_path,
                   "also write an HTML page: measured beside predicted, the overlap verdict, every "

@@ -245,11 +245,13 @@ void add_diff(CLI::App& app, Runner& run) {
   auto f = std::make_shared<ConfigFlags>();
   auto paths = std::make_shared<std::vector<std::string>>();
   auto json_path = std::make_shared<std::string>();
-  auto* sub = app.add_subcommand("diff", "predict two configurations (or logs) and explain the "
-                                         "difference op by op, the settings that differ first");
+  auto* sub = app.add_subcommand("diff",
+                                 "predict two configurations (or logs) and explain the "
+                                 "difference op by op, the settings that differ first");
   // One positional of two values (CLI11 2.4 refuses a name with a space, such as "A B").
-  sub->add_option("files", *paths, "two files, A then B: EPO JSON, plan, Megatron-LM arguments, "
-                                   "Bridge overrides or training logs")
+  sub->add_option("files", *paths,
+                  "two files, A then B: EPO JSON, plan, Megatron-LM arguments, "
+                  "Bridge overrides or training logs")
       ->required()
       ->expected(2)
       ->type_name("FILE");
