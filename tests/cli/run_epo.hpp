@@ -1,5 +1,6 @@
 #pragma once
-// Runs the epo program (path in $EPO_BIN) and captures its exit code and output.
+// Runs the epo program (path in $EPO_BIN) and captures its exit code and output; small checks
+// the CLI tests share.
 #include <string>
 
 namespace epo::test {
@@ -14,5 +15,11 @@ RunResult run_epo(const std::string& args);
 
 /// Runs a shell command line (stderr joined to stdout) and captures both and the exit code.
 RunResult run_shell(const std::string& command);
+
+/// Does `s` contain `part`?
+bool has(const std::string& s, const std::string& part);
+
+/// Does the path exist (file, directory or anything else)?
+bool exists(const std::string& path);
 
 }  // namespace epo::test

@@ -13,18 +13,11 @@
 #include "model/config_io.hpp"
 #include "run_epo.hpp"
 
+using epo::test::exists;
+using epo::test::has;
 using epo::test::run_epo;
 
 namespace {
-
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 std::string data(const std::string& name) {
   const char* dir = std::getenv("EPO_TEST_DATA");

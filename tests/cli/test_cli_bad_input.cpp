@@ -13,17 +13,12 @@
 #include "model/config_io.hpp"
 #include "run_epo.hpp"
 
+using epo::test::exists;
+using epo::test::has;
 using epo::test::run_epo;
 using epo::test::run_shell;
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -7,11 +7,9 @@
 #include "model/config_io.hpp"
 #include "run_epo.hpp"
 
+using epo::test::exists;
+using epo::test::has;
 using epo::test::run_epo;
-
-namespace {
-bool exists(const std::string& p) { return std::ifstream(p).good(); }
-}  // namespace
 
 TEST_CASE("epo predict prints the report and writes the JSON", "[cli]") {
   const std::string out = "cli_predict.json";
