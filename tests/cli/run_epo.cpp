@@ -28,6 +28,12 @@ RunResult run_shell(const std::string& command) {
   return r;
 }
 
+std::string env_path(const char* var, const std::string& rel) {
+  const char* dir = std::getenv(var);
+  if (!dir) throw std::runtime_error(std::string(var) + " is not set (run the tests through ctest)");
+  return std::string(dir) + "/" + rel;
+}
+
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 bool exists(const std::string& path) {

@@ -16,6 +16,10 @@ RunResult run_epo(const std::string& args);
 /// Runs a shell command line (stderr joined to stdout) and captures both and the exit code.
 RunResult run_shell(const std::string& command);
 
+/// `rel` under the folder the environment variable `var` names (EPO_TEST_DATA, EPO_PRESETS; set
+/// by ctest); throws when it is not set.
+std::string env_path(const char* var, const std::string& rel);
+
 /// Does `s` contain `part`?
 bool has(const std::string& s, const std::string& part);
 

@@ -19,16 +19,10 @@ using epo::test::run_epo;
 
 namespace {
 
-std::string data(const std::string& name) {
-  const char* dir = std::getenv("EPO_TEST_DATA");
-  REQUIRE(dir);
-  return std::string(dir) + "/" + name;
-}
+std::string data(const std::string& name) { return epo::test::env_path("EPO_TEST_DATA", name); }
 
 std::string preset(const std::string& name) {
-  const char* dir = std::getenv("EPO_PRESETS");
-  REQUIRE(dir);
-  return std::string(dir) + "/hardware/" + name + ".json";
+  return epo::test::env_path("EPO_PRESETS", "hardware/" + name + ".json");
 }
 
 /// Writes `name` as the committed file `from` with `change` applied.

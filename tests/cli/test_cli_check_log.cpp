@@ -22,9 +22,7 @@ using epo::test::run_epo;
 namespace {
 
 std::string log_path(const std::string& name) {
-  const char* dir = std::getenv("EPO_TEST_DATA");
-  REQUIRE(dir);
-  return std::string(dir) + "/logs/" + name;
+  return epo::test::env_path("EPO_TEST_DATA", "logs/" + name);
 }
 
 std::string read_text(const std::string& path) {

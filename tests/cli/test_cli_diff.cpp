@@ -18,11 +18,7 @@ using epo::test::run_epo;
 
 namespace {
 
-std::string data(const std::string& name) {
-  const char* dir = std::getenv("EPO_TEST_DATA");
-  REQUIRE(dir);
-  return std::string(dir) + "/" + name;
-}
+std::string data(const std::string& name) { return epo::test::env_path("EPO_TEST_DATA", name); }
 
 /// Runs diff with --json and returns the record (exit code in `rc`, output in `out`).
 nlohmann::json diff_json(const std::string& args, int& rc, std::string& out) {
