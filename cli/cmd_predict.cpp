@@ -145,6 +145,10 @@ void print_prediction(const model::Config& cfg, const model::Prediction& p) {
   std::printf("  tokens/s per GPU          %12.0f\n", p.tokens_per_s_per_gpu);
   std::printf("  model TFLOP/s per GPU     %12.1f   (MFU %.1f%% of the dense BF16 peak)\n", p.model_tflops_per_gpu,
               100.0 * p.mfu);
+  if (p.costs.flops_per_token_computed < p.costs.flops_per_token_model)
+    std::printf("  (model TFLOP/s is Megatron's count, every token through its experts; MFU counts the\n"
+                "   FLOPs computed: capacity factor %.3g keeps that share of the routed token copies)\n",
+                cfg.opt.capacity_factor);
   print_memory(p.memory);
 }
 

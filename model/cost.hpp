@@ -99,7 +99,10 @@ struct StepCosts {
   OpCost lm_head_fwd, lm_head_bwd;   ///< output layer + loss
   OpCost pp_send_recv;               ///< one activation transfer between stages
   OpCost dp_grad_reduce;             ///< the whole step's gradient reduce-scatter (+ all-gather)
-  double flops_per_token_model = 0;  ///< model FLOPs per token (fwd+bwd, all layers) for MFU
+  double flops_per_token_model = 0;  ///< model FLOPs per token (fwd+bwd, all layers), Megatron's count
+  /// The same with the routed experts' FLOPs only for the token copies a capacity factor keeps
+  /// (min(1, capacity_factor) of them; all without dropping): the work MFU divides by the peak.
+  double flops_per_token_computed = 0;
   /// After the last backward: the optimizer step over this GPU's shard (Adam on fp32 master
   /// weights, moments and gradients, the gradient-norm pass, the bf16 weights written back), us.
   double optimizer_step_us = 0;

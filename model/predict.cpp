@@ -69,8 +69,9 @@ Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline)
       pr.step_time_us > 0 ? tokens_per_step / (pr.step_time_us * 1e-6) / cfg.num_gpus : 0.0;
   pr.model_tflops_per_gpu = sc.flops_per_token_model * pr.tokens_per_s_per_gpu / 1e12;
   // MFU against the dense BF16 peak whatever the precision (Megatron-Bridge's convention), so
-  // FP8 and BF16 runs compare on one scale.
-  pr.mfu = pr.model_tflops_per_gpu / cfg.hw.bf16_tflops;
+  // FP8 and BF16 runs compare on one scale; of the FLOPs computed (Megatron's count takes every
+  // token through its experts, a capacity factor below 1 drops some: MFU stays <= 1).
+  pr.mfu = sc.flops_per_token_computed * pr.tokens_per_s_per_gpu / 1e12 / cfg.hw.bf16_tflops;
   // Activations alive at the peak come from the schedule (first stage).
   pr.memory = estimate_memory(cfg, in_flight);
   if (!need_base) {

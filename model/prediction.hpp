@@ -18,7 +18,7 @@ struct Prediction {
   double comm_busy_fraction = 0;
   double tokens_per_s_per_gpu = 0;
   double model_tflops_per_gpu = 0;
-  double mfu = 0;                   ///< model TFLOP/s over the dense BF16 peak (any precision)
+  double mfu = 0;                   ///< computed FLOPs per s over the dense BF16 peak (any precision)
   MemoryBreakdown memory;
   StepCosts costs;
 };

@@ -215,6 +215,14 @@ StepCosts compute_step_costs(const Config& cfg) {
   // Model FLOPs per token as Megatron counts them (its num_floating_point_operations), so that
   // TFLOP/s/GPU compares one to one with what Megatron-LM and Megatron-Bridge print.
   sc.flops_per_token_model = model_flops_per_sequence(m, p.seq_length, p.tp) / p.seq_length;
+  sc.flops_per_token_computed = sc.flops_per_token_model;
+  if (m.num_experts > 0 && cfg.opt.capacity_factor > 0 && cfg.opt.capacity_factor < 1) {
+    ModelSpec no_routed = m;
+    no_routed.router_topk = 0;
+    const double rest = model_flops_per_sequence(no_routed, p.seq_length, p.tp) / p.seq_length;
+    sc.flops_per_token_computed =
+        rest + (sc.flops_per_token_model - rest) * cfg.opt.capacity_factor;
+  }
   return sc;
 }
 

@@ -124,6 +124,16 @@ TEST_CASE("MFU is taken against the dense BF16 peak and stays below 1", "[predic
   const Prediction p = predict(f8, PredictMode::fast);
   CHECK(p.mfu == Approx(p.model_tflops_per_gpu / f8.hw.bf16_tflops));
   CHECK(p.mfu < 1.0);
+  // A capacity factor below 1 drops routed token copies: Megatron's model TFLOP/s still counts
+  // them, MFU counts what is computed (the routed experts' share scaled by the factor).
+  Config dropping = qwen(8, 1, 1, 8, 1);
+  dropping.opt.capacity_factor = 0.5;
+  const Prediction d = predict(dropping, PredictMode::fast);
+  const double model = d.costs.flops_per_token_model, computed = d.costs.flops_per_token_computed;
+  CHECK(computed < model);
+  CHECK(computed > 0.5 * model);  // attention, the LM head and half the experts remain
+  CHECK(d.mfu == Approx(d.model_tflops_per_gpu / dropping.hw.bf16_tflops * computed / model));
+  CHECK(p.costs.flops_per_token_computed == p.costs.flops_per_token_model);  // dropless
 }
 
 TEST_CASE("the gradient reduction overlapped with the backward leaves only its tail exposed",
