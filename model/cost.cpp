@@ -58,6 +58,14 @@ TimeNs LayerCosts::total_ns(StreamKind stream) const {
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8) {
   const double top = fp8 ? hw.fp8_gemm_cost_efficiency() : hw.gemm_efficiency;
   if (m <= 0 || n <= 0 || k <= 0) return hw.peak_tflops(fp8) * top;
+  const double k_half = fp8 && hw.fp8_gemm_k_half > 0 ? hw.fp8_gemm_k_half : hw.gemm_k_half;
+  if (k_half > 0) {
+    const double tile = fp8 && hw.fp8_gemm_tile_half > 0 ? hw.fp8_gemm_tile_half : hw.gemm_tile_half;
+    auto s = [&](double mm, double nn, double kk) {
+      return kk / (kk + k_half) * (mm * nn) / (mm * nn + tile);
+    };
+    return hw.peak_tflops(fp8) * std::min(top, top * s(m, n, k) / s(8192.0, 8192.0, 8192.0));
+  }
   const double h = hw.gemm_half_dim;
   auto f = [h](double x) { return x / (x + h); };
   const double ref = f(8192.0);

@@ -190,6 +190,14 @@ class Builder {
       c.hbm_bytes = factor * (S * (dqk + dv) + half * (dqk + dv) + 2 * S * half) * 2 * batches;
       c.num_kernels = std::max(2, 2 * static_cast<int>(std::lround(factor)));
       c.duration_us = timed(factor * work, c.num_kernels, hw_.gemm_call_cost_us());
+    } else if (hw_.attn_fwd_efficiency > 0 && hw_.attn_bwd_efficiency > 0) {
+      // Measured fused-attention rates at a 4,096-token sequence, forward or backward (factor
+      // above 1: the backward's recomputed scores and three gradients).
+      const double eff = factor > 1.0 ? hw_.attn_bwd_efficiency : hw_.attn_fwd_efficiency;
+      const double hs = hw_.attn_half_seq;
+      const double seq_scale = hs > 0 ? (S / (S + hs)) / (4096.0 / (4096.0 + hs)) : 1.0;
+      const double rate = hw_.peak_tflops(false) * std::min(0.95, eff * seq_scale);
+      c.duration_us = timed(c.flops / (rate * 1e6), 1);
     } else {
       c.duration_us = timed(c.flops / (tflops * 1e6), 1);
     }

@@ -80,6 +80,26 @@ struct HardwareProfile {
   /// calls, autograd, TE's quantizers, the dispatcher's bookkeeping), in us; the host issues it
   /// ahead of the device unless a host synchronisation ties the two. 0 = none (the executor).
   double framework_op_host_us = 0.0;
+  /// Framework host time per training step outside the layers (the training loop, the optimizer's
+  /// and the gradient norm's bookkeeping and their host synchronisations, loss reporting), in us:
+  /// serial with the step, it weighs on short steps. 0 = none (the executor).
+  double framework_step_host_us = 0.0;
+
+  // ---- kernel rates by shape, measured on a GPU of the family (0 = the simpler forms above) ----
+  /// GEMM efficiency by shape: gemm_efficiency (fp8_gemm_efficiency for FP8) times
+  /// s(m, n, k) / s(8192, 8192, 8192), s = k / (k + k_half) * mn / (mn + tile_half): a short
+  /// inner dimension leaves each output tile little to stream through its pipeline, a small output
+  /// fills few SMs. With gemm_k_half = 0 the min-dimension form of gemm_half_dim applies.
+  double gemm_k_half = 0.0;
+  double gemm_tile_half = 0.0;      ///< output elements (m * n) at which the fill term halves
+  double fp8_gemm_k_half = 0.0;     ///< the same two for FP8 GEMMs; 0 = the BF16 values
+  double fp8_gemm_tile_half = 0.0;
+  /// Fused (flash) attention, causal, BF16: fraction of the BF16 peak at a 4,096-token sequence,
+  /// forward and backward, scaled by S / (S + attn_half_seq) relative to that sequence (longer
+  /// sequences keep more tiles busy). 0 = attention at the GEMM rate of its shape.
+  double attn_fwd_efficiency = 0.0;
+  double attn_bwd_efficiency = 0.0;
+  double attn_half_seq = 0.0;
 
   std::map<std::string, std::string> sources;     ///< field -> datasheet / publication
   std::map<std::string, std::string> provenance;  ///< field -> how a fitted value was obtained

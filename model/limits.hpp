@@ -91,6 +91,14 @@ inline constexpr RealRange kReal[] = {
     {"vr_tail_coeff", "--profile", 0, 1},
     {"fp8_gemm_efficiency", "--profile", 0, 1.0},
     {"framework_op_host_us", "--profile", 0, 1e5},
+    {"framework_step_host_us", "--profile", 0, 1e8},
+    {"gemm_k_half", "--profile", 0, 1e6},
+    {"gemm_tile_half", "--profile", 0, 1e12},
+    {"fp8_gemm_k_half", "--profile", 0, 1e6},
+    {"fp8_gemm_tile_half", "--profile", 0, 1e12},
+    {"attn_fwd_efficiency", "--profile", 0, 1.0},
+    {"attn_bwd_efficiency", "--profile", 0, 1.0},
+    {"attn_half_seq", "--profile", 0, 1e7},
 };
 }  // namespace profile
 

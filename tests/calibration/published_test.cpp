@@ -2,10 +2,12 @@
 // predicted, and the error statistics; every input row stays in the report.
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "calibration/published.hpp"
 #include "calibration/published_fit.hpp"
 #include "catch.hpp"
+#include "model/prediction.hpp"
 
 using namespace epo;
 using namespace epo::calib;
@@ -90,4 +92,35 @@ TEST_CASE("a cluster fit lowers the error on the rows it fits", "[published][fit
   CHECK(f.profile.calibrated);
   CHECK(f.profile.name == "dgx-h100");
   CHECK(f.profile.provenance.count("framework_op_host_us") == 1);
+}
+
+TEST_CASE("a fit takes the per-step host time from short CI steps, the rest from TFLOP/s rows",
+          "[published][fit]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  auto rows = load_published_runs(kRows, clusters);
+  std::vector<PublishedRow> fit_rows{rows[0]};  // Qwen3-30B-A3B on 16 H100, TFLOP/s published
+  // A Megatron-LM CI run: a short step (one micro-batch per rank), only its step time published.
+  PublishedRow ci = rows[0];
+  ci.id = "ci-short";
+  ci.source_type = "megatron-lm-ci";
+  ci.published = RunFigures();
+  ci.config->par.global_batch_size = 16;
+  ci.config->derive_and_check();
+  const double kernels_s = model::predict(*ci.config, model::PredictMode::fast).step_time_us * 1e-6;
+  REQUIRE(kernels_s < 1.5);
+  ci.published.step_time_s = kernels_s + 0.3;  // a slower framework around the same kernels
+  fit_rows.push_back(ci);
+  const auto fits = fit_published(fit_rows, Split{}, "2026-12-02", 1);
+  REQUIRE(fits.count("dgx-h100") == 1);
+  const model::HardwareProfile& hw = fits.at("dgx-h100").profile;
+  REQUIRE(hw.provenance.count("framework_step_host_us") == 1);
+  CHECK(hw.provenance.at("framework_step_host_us").find("on 2 published") != std::string::npos);
+  CHECK(hw.provenance.at("framework_op_host_us").find("on 1 published") != std::string::npos);
+  // With the fitted profile the short step comes out as published.
+  model::Config refit = *ci.config;
+  refit.hw = hw;
+  const double step_s = model::predict(refit, model::PredictMode::fast).step_time_us * 1e-6;
+  CHECK(step_s == Approx(ci.published.step_time_s).epsilon(0.05));
+  CHECK(hw.framework_step_host_us > 0);
 }

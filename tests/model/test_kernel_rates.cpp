@@ -1,0 +1,101 @@
+// Kernel rates by shape (GEMMs, fused attention) from a measured profile, and the framework's
+// per-step host time.
+#include <string>
+
+#include "catch.hpp"
+#include "model/config_io.hpp"
+#include "model/cost.hpp"
+#include "model/prediction.hpp"
+
+using namespace epo;
+using namespace epo::model;
+
+namespace {
+
+Config qwen(int seq) {
+  Config c;
+  c.model_name = "qwen3-30b-a3b";
+  c.model = load_model_preset("qwen3-30b-a3b");
+  c.hardware_name = "h100-sxm";
+  c.hw = load_hardware_preset("h100-sxm");
+  c.num_gpus = 8;
+  c.par.ep = 8;
+  c.par.micro_batch_size = 1;
+  c.par.global_batch_size = 16;
+  c.par.seq_length = seq;
+  c.opt.routing.kind = RoutingKind::balanced;
+  c.derive_and_check();
+  return c;
+}
+
+const Component& part(const OpCost& op, const std::string& name) {
+  for (const auto& c : op.parts)
+    if (c.name == name) return c;
+  FAIL("no part " << name);
+  return op.parts.front();
+}
+
+/// FLOP rate of a part in TFLOP/s.
+double rate(const Component& c) { return c.flops / (c.duration_us * 1e6); }
+
+}  // namespace
+
+TEST_CASE("GEMM efficiency by shape: a short inner dimension and a small output run slower",
+          "[cost][gemm]") {
+  HardwareProfile hw = load_hardware_preset("h100-sxm");
+  REQUIRE(hw.gemm_k_half > 0);  // the preset carries the measured shape terms
+  const double big = gemm_tflops(hw, 8192, 8192, 8192, false);
+  // The reference shape runs at gemm_efficiency whatever the shape terms.
+  CHECK(big == Approx(hw.bf16_tflops * hw.gemm_efficiency));
+  // Qwen3-30B-A3B's expert fc2 (K = 768) and a 4,096-row output fall well below it.
+  CHECK(gemm_tflops(hw, 4096, 2048, 768, false) < 0.6 * big);
+  CHECK(gemm_tflops(hw, 4096, 2048, 768, false) < gemm_tflops(hw, 4096, 2048, 8192, false));
+  CHECK(gemm_tflops(hw, 1024, 1024, 8192, false) < gemm_tflops(hw, 8192, 8192, 8192, false));
+  // Never above the large-GEMM efficiency.
+  CHECK(gemm_tflops(hw, 1 << 17, 1 << 17, 1 << 17, false) <= big * (1 + 1e-12));
+  // FP8 has its own terms: stronger ones slow the small FP8 GEMM, not the BF16 one.
+  HardwareProfile f = hw;
+  f.fp8_gemm_k_half = hw.gemm_k_half * 4;
+  CHECK(gemm_tflops(f, 4096, 2048, 768, true) < gemm_tflops(hw, 4096, 2048, 768, true));
+  CHECK(gemm_tflops(f, 4096, 2048, 768, false) == gemm_tflops(hw, 4096, 2048, 768, false));
+  // Without them the min-dimension form applies.
+  HardwareProfile old = hw;
+  old.gemm_k_half = old.fp8_gemm_k_half = 0;
+  CHECK(gemm_tflops(old, 4096, 2048, 768, false) > gemm_tflops(hw, 4096, 2048, 768, false));
+}
+
+TEST_CASE("fused attention runs at the measured forward and backward rates", "[cost][attention]") {
+  const Config c = qwen(4096);
+  const StepCosts sc = compute_step_costs(c);
+  const Component& fwd = part(sc.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.core");
+  const Component& bwd =
+      part(sc.moe_layer.get(OpKind::pre_dispatch, Direction::backward), "attn.core.bwd");
+  const double peak = c.hw.bf16_tflops;
+  // At the reference sequence the rates are the measured fractions (the launch aside).
+  CHECK(rate(fwd) == Approx(peak * c.hw.attn_fwd_efficiency).epsilon(0.03));
+  CHECK(rate(bwd) == Approx(peak * c.hw.attn_bwd_efficiency).epsilon(0.03));
+  CHECK(rate(bwd) < rate(fwd));
+  // A longer sequence keeps more tiles busy.
+  const StepCosts longer = compute_step_costs(qwen(16384));
+  const Component& f16 =
+      part(longer.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.core");
+  CHECK(rate(f16) > 1.1 * rate(fwd));
+  CHECK(rate(f16) < peak);
+  // Without measured rates attention runs at its GEMM shape's rate.
+  Config plain = c;
+  plain.hw.attn_fwd_efficiency = plain.hw.attn_bwd_efficiency = 0;
+  const StepCosts sp = compute_step_costs(plain);
+  const Component& pf = part(sp.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.core");
+  CHECK(rate(pf) != Approx(rate(fwd)).epsilon(0.01));
+}
+
+TEST_CASE("the framework's per-step host time is serial with the step", "[predict][host]") {
+  Config c = qwen(4096);
+  c.hw.framework_step_host_us = 0;
+  const Prediction a = predict(c, PredictMode::fast);
+  c.hw.framework_step_host_us = 250000;
+  const Prediction b = predict(c, PredictMode::fast);
+  CHECK(b.step_time_us - a.step_time_us == Approx(250000).epsilon(1e-9));
+  CHECK(b.baseline_step_time_us - a.baseline_step_time_us == Approx(250000).epsilon(1e-9));
+  CHECK(b.tokens_per_s_per_gpu < a.tokens_per_s_per_gpu);
+}
