@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Megatron-Core's own host time per MoE layer, measured by running its GPT model on one GPU.
+
+The cost model's framework_op_host_us stands for the Python and autograd work Megatron does per
+layer op outside the kernels. This runs Megatron-Core itself (its local, non-Transformer-Engine
+layer spec, alltoall dispatcher, one rank) with a hidden size small enough that the GPU waits for
+the host, and times a training step (forward, backward) at two layer counts: the difference per
+layer is the host time of one MoE layer's forward and backward. A second, GPU-bound size checks
+that the same model is then limited by the device.
+
+  MEGATRON_PATH=DIR python3 bench/megatron_host_oracle.py [--layers 2 6] [--json OUT.json]
+
+DIR holds the megatron/ package of a Megatron-LM checkout (only megatron/core is imported).
+Times: median of --iters steps after --warmup, wall clock with a device synchronisation at the
+end of each step ("step"), and the host's own time until backward() returned ("issue").
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def build(args, layers, hidden, experts, ffn):
+    import torch
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    heads = max(1, hidden // 64)
+    cfg = TransformerConfig(
+        num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+        num_query_groups=max(1, heads // 4), kv_channels=64, ffn_hidden_size=4 * hidden,
+        num_moe_experts=experts, moe_ffn_hidden_size=ffn, moe_router_topk=args.topk,
+        moe_token_dispatcher_type="alltoall", moe_router_load_balancing_type="aux_loss",
+        moe_aux_loss_coeff=1e-3, moe_grouped_gemm=False, gated_linear_unit=True,
+        activation_func=torch.nn.functional.silu, normalization="RMSNorm",
+        add_bias_linear=False, bf16=True, params_dtype=torch.bfloat16,
+        pipeline_dtype=torch.bfloat16, hidden_dropout=0.0, attention_dropout=0.0)
+    spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
+                                    normalization="RMSNorm")
+    model = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=args.vocab,
+                     max_sequence_length=args.seq, position_embedding_type="rope")
+    return model.cuda().to(torch.bfloat16)
+
+
+def time_steps(args, model):
+    import torch
+    s, b = args.seq, args.mbs
+    tokens = torch.randint(0, args.vocab, (b, s), device="cuda")
+    pos = torch.arange(s, device="cuda").unsqueeze(0).expand(b, s)
+    mask = torch.triu(torch.ones(s, s, device="cuda", dtype=torch.bool), 1).view(1, 1, s, s)
+    labels = torch.randint(0, args.vocab, (b, s), device="cuda")
+    steps, issues = [], []
+    for i in range(args.warmup + args.iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = model(tokens, pos, mask, labels=labels).float().mean()
+        loss.backward()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        if i >= args.warmup:
+            issues.append((t1 - t0) * 1e6)
+            steps.append((t2 - t0) * 1e6)
+    return statistics.median(steps), statistics.median(issues)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, nargs=2, default=[2, 6])
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--mbs", type=int, default=1)
+    ap.add_argument("--vocab", type=int, default=1024)
+    ap.add_argument("--topk", type=int, default=8)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29512")
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    parallel_state.initialize_model_parallel(1, 1)
+    model_parallel_cuda_manual_seed(123)
+    out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": []}
+    # (name, hidden, experts, moe ffn): host-bound small layers, then a GPU-bound one.
+    for name, hidden, experts, ffn in [("host-bound, 8 experts", 256, 8, 256),
+                                       ("host-bound, 64 experts", 256, 64, 128),
+                                       ("device-bound, 8 experts", 4096, 8, 4096)]:
+        res = {}
+        for layers in args.layers:
+            model = build(args, layers, hidden, experts, ffn)
+            res[layers] = time_steps(args, model)
+            del model
+            torch.cuda.empty_cache()
+        lo, hi = args.layers
+        per_layer_step = (res[hi][0] - res[lo][0]) / (hi - lo)
+        per_layer_issue = (res[hi][1] - res[lo][1]) / (hi - lo)
+        case = {"case": name, "hidden": hidden, "experts": experts, "topk": args.topk,
+                "seq": args.seq, "layers": [lo, hi],
+                "step_us": [res[lo][0], res[hi][0]], "issue_us": [res[lo][1], res[hi][1]],
+                "per_layer_step_us": per_layer_step, "per_layer_issue_us": per_layer_issue}
+        out["cases"].append(case)
+        print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in case.items()}),
+              flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
