@@ -88,6 +88,7 @@ def main():
     dist.init_process_group("nccl", rank=0, world_size=1)
     from megatron.core import parallel_state
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    from megatron.core.transformer.moe.moe_logging import destroy_moe_metrics_tracker
     parallel_state.initialize_model_parallel(1, 1)
     model_parallel_cuda_manual_seed(123)
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": []}
@@ -97,6 +98,7 @@ def main():
                                        ("device-bound, 8 experts", 4096, 8, 4096)]:
         res = {}
         for layers in args.layers:
+            destroy_moe_metrics_tracker()  # sized by the first model's layer count otherwise
             model = build(args, layers, hidden, experts, ffn)
             res[layers] = time_steps(args, model)
             del model
