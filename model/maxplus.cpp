@@ -36,7 +36,10 @@ TimeNs maxplus_step_ns(const PipelineSchedule& schedule, const Config& cfg,
           ready = e;
         }
         for (int w = 0; w < op.num_waits; ++w) ready = std::max(ready, end[r][op.waits[w]]);
-        if (op.host_blocks) host[r] = std::max(host[r], ready) + sync;
+        if (op.host_blocks) {
+          const TimeNs waited = op.host_wait >= 0 ? end[r][op.host_wait] : ready;
+          host[r] = std::max(host[r], waited) + sync;
+        }
         const OpParams params = resolve_op(costs, op, fold);
         TimeNs s = std::max(host[r], ready);
         const TimeNs issued = host[r];

@@ -193,7 +193,11 @@ class Builder {
     ScheduleOp op = base(kind, dir, lane, side.mb, side.chunk, l.layer);
     op.is_moe = l.moe;
     op.is_mtp = l.mtp;
-    if (kind == OpKind::dispatch && dir == Direction::forward) op.host_blocks = dispatch_blocks_;
+    if (kind == OpKind::dispatch && dir == Direction::forward) {
+      op.host_blocks = dispatch_blocks_;
+      if (dispatch_blocks_ && cfg_.opt.dispatcher == Dispatcher::alltoall && chained)
+        op.host_wait = chain_[key(side)];
+    }
     return push(op, chained, &side);
   }
 

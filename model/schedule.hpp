@@ -33,6 +33,11 @@ struct ScheduleOp {
   Lane lane = Lane::compute;
   PpRole pp_role = PpRole::none;
   bool host_blocks = false;  ///< the host waits for this op's GPU predecessors before issuing it
+  /// With host_blocks: the one earlier op (index into ops) the host's synchronisation waits for;
+  /// -1 = every predecessor. Megatron's alltoall dispatcher copies its token counts on a side
+  /// stream after the router (its micro-batch plan's previous op) and waits for that copy alone,
+  /// not for the communication stream.
+  std::int32_t host_wait = -1;
   bool is_moe = false;       ///< layer op of an MoE layer (dense layers have no dispatch/combine)
   bool is_mtp = false;       ///< layer op of the MTP layer
   int microbatch = -1;       ///< -1 for the end-of-step gradient reduce

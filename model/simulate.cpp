@@ -119,9 +119,10 @@ void Simulator::advance_host(int r, TimeNs now) {
     const std::int32_t g = R.offset + R.host_next;
     SimOp& op = ops_[g];
     if (op.blocks && !op.host_cleared) {
-      if (op.deps_left > 0) return;  // resumed when its last predecessor completes
+      if (!host_may_clear(op)) return;  // resumed when what it waits for completes
       op.host_cleared = true;
-      R.host_time = std::max(R.host_time, op.ready_ns) + sync_ns_;
+      const TimeNs ready = op.host_dep >= 0 ? end_[op.host_dep] : op.ready_ns;
+      R.host_time = std::max(R.host_time, ready) + sync_ns_;
     }
     // The host is still synchronising or issuing the op before: it issues this one then.
     if (R.host_time > now) {
@@ -258,7 +259,7 @@ void Simulator::complete(std::int32_t g, TimeNs now) {
   }
   if (R.host_next < R.n) {
     const SimOp& h = ops_[R.offset + R.host_next];
-    if (h.blocks && !h.host_cleared && h.deps_left == 0) advance_host(op.rank, now);
+    if (h.blocks && !h.host_cleared && host_may_clear(h)) advance_host(op.rank, now);
   }
 }
 

@@ -27,6 +27,7 @@ struct SimOp {
   std::int32_t local = 0;
   std::int32_t deps_left = 0;
   TimeNs ready_ns = 0;
+  std::int32_t host_dep = -1;  // a blocking op's host waits for this op alone (-1: every dep)
   std::uint8_t lane = 0;
   bool blocks = false;
   bool issued = false;
@@ -110,6 +111,10 @@ class Simulator {
   TimeNs last_kernel_start(std::int32_t x, TimeNs now) const;
   void reschedule_compute(RankState& R, TimeNs now);
   void advance_host(int r, TimeNs now);
+  /// A blocking op's host synchronisation can return: what it waits for is done.
+  bool host_may_clear(const SimOp& op) const {
+    return op.host_dep >= 0 ? ops_[op.host_dep].done : op.deps_left == 0;
+  }
   void process_candidates(TimeNs now);
   void try_start(std::int32_t g, TimeNs now);
   void wake(int r, int lane, std::int32_t g, TimeNs t);

@@ -71,6 +71,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
       op.local = i;
       op.lane = static_cast<std::uint8_t>(so.lane);
       op.blocks = so.host_blocks && opt_.host_blocking;
+      op.host_dep = op.blocks && so.host_wait >= 0 ? ranks_[r].offset + so.host_wait : -1;
       op.deps_left = so.num_waits;
       const std::int32_t g = ranks_[r].offset + i;
       for (int w = 0; w < so.num_waits; ++w) add_successor(ranks_[r].offset + so.waits[w], g);

@@ -144,6 +144,9 @@ TEST_CASE("combined layer step issues in Megatron's order (reference 3.4)", "[sc
   CHECK(waits_for(s.ops[di_f], pd_f));   // event chain of micro-batch 1
   CHECK(waits_for(s.ops[di_f], co_b));   // comm stream FIFO
   CHECK(s.ops[di_f].host_blocks);
+  // The host's synchronisation waits for the token counts copied after the router, not for the
+  // communication stream's previous op.
+  CHECK(s.ops[di_f].host_wait == pd_f);
   CHECK(s.ops[mlp_w].num_waits == 1);    // wgrad: stream order only
   CHECK(waits_for(s.ops[mlp_w], mlp_b));
   // The chunk's first layer (last in backward) defers its pre_dispatch wgrad to phase n+1.
@@ -155,6 +158,15 @@ TEST_CASE("combined layer step issues in Megatron's order (reference 3.4)", "[sc
   cfg.opt.capacity_factor = 1.0;
   s = build_schedule(cfg, 0, true);
   CHECK_FALSE(s.ops[index_of(s, 1, "dispatch.fwd", 0)].host_blocks);
+  // DeepEP's host waits for its notify kernel, queued behind the communication stream: every
+  // predecessor.
+  cfg.opt.capacity_factor = 0;
+  cfg.opt.dispatcher = Dispatcher::flex;
+  cfg.opt.flex_backend = FlexBackend::deepep;
+  s = build_schedule(cfg, 0, true);
+  const int flex_di = index_of(s, 1, "dispatch.fwd", 0);
+  CHECK(s.ops[flex_di].host_blocks);
+  CHECK(s.ops[flex_di].host_wait == -1);
 }
 
 TEST_CASE("early attention release moves pre_dispatch backward before mlp forward",

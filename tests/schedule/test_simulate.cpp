@@ -75,6 +75,25 @@ TEST_CASE("host blocking: the dispatch's host sync delays its issue and what fol
   CHECK(step_of(cfg, make_costs(LayerNs{}), true) == 8000);
 }
 
+TEST_CASE("host blocking: alltoall's sync waits for the router, DeepEP's for its stream",
+          "[simulate]") {
+  // A long backward combine runs on the communication stream when the forward dispatch's host
+  // sync comes: alltoall's host returns once the router's counts are copied, DeepEP's only after
+  // its notify kernel, queued behind the combine.
+  Config cfg = make_config(1, 1, 1, 3, true);
+  cfg.hw.host_sync_us = 2.0;
+  LayerNs n;
+  n.co_b = 20000;
+  n.host = 500;
+  const TimeNs a2a = step_of(cfg, make_costs(n), true);
+  cfg.opt.dispatcher = Dispatcher::flex;
+  cfg.opt.flex_backend = FlexBackend::deepep;
+  const TimeNs deepep = step_of(cfg, make_costs(n), true);
+  CHECK(a2a < deepep);
+  const auto p = build_pipeline(cfg, true);
+  CHECK(maxplus_step_ns(p, cfg, make_costs(n)) == simulate(p, cfg, make_costs(n), ideal_options()).step_ns);
+}
+
 TEST_CASE("host issue: ops the host issues for their whole duration cannot overlap", "[simulate]") {
   for (int M : {2, 3}) {
     const Config cfg = make_config(1, 1, 1, M, true);
