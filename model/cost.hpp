@@ -106,6 +106,9 @@ struct StepCosts {
   /// After the last backward: the optimizer step over this GPU's shard (Adam on fp32 master
   /// weights, moments and gradients, the gradient-norm pass, the bf16 weights written back), us.
   double optimizer_step_us = 0;
+  /// The framework's per-step host time (HardwareProfile::framework_step_host_us; none for the
+  /// executor's ranks), serial with the step like the optimizer step.
+  double framework_step_us = 0;
 };
 
 /// Computes every op cost for the configuration (which must have passed derive_and_check()).

@@ -56,9 +56,7 @@ Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline)
 
   // The optimizer step follows the last backward and the gradient reduction in both schedules,
   // and the framework's own per-step host work is serial with the step.
-  const double framework_us =
-      cfg.virtual_ranks > 0 || cfg.decoder_only ? 0.0 : cfg.hw.framework_step_host_us;
-  const double serial_ns = (sc.optimizer_step_us + framework_us) * 1000.0;
+  const double serial_ns = (sc.optimizer_step_us + sc.framework_step_us) * 1000.0;
   step += serial_ns;
   base += serial_ns;
   pr.step_time_us = step / 1000.0;

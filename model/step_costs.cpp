@@ -71,6 +71,9 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
       break;
     default: break;
   }
+  // A delayed weight gradient (delay_wgrad_compute) is the module's backward_dw(): it runs the
+  // weight-gradient GEMMs its TE linears stored, a few calls and no autograd graph.
+  if (op.kind == OpKind::pre_dispatch_wgrad || op.kind == OpKind::mlp_wgrad) left *= 0.25;
   // A recomputed forward runs its modules' Python again inside the backward: the forward op's
   // host time in the share of its kernels that are recomputed (`rerun`).
   return unit * std::max(0.0, left) * (1.0 + rerun);
@@ -210,6 +213,7 @@ StepCosts compute_step_costs(const Config& cfg) {
     const double expert_shard = cfg.opt.distributed_optimizer ? std::max(1, p.expert_dp(cfg.num_gpus)) : 1;
     const double local = g.dense / dense_shard + g.expert / expert_shard;
     sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
+    sc.framework_step_us = cfg.hw.framework_step_host_us;
   }
 
   // Model FLOPs per token as Megatron counts them (its num_floating_point_operations), so that

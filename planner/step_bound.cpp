@@ -154,8 +154,9 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
     drain += c0.compute_b - (delayed_wgrad ? c0.wgrad : 0.0) + c0.chain_gap_b;
   }
   if (!cfg.opt.overlap_grad_reduce) best += static_cast<double>(costs.dp_grad_reduce.duration_ns);
-  // The optimizer step follows the step's last backward in every schedule (model::predict).
-  return kSlack * best / 1000.0 + costs.optimizer_step_us;
+  // The optimizer step and the framework's per-step host time follow the step's last backward in
+  // every schedule (model::predict).
+  return kSlack * best / 1000.0 + costs.optimizer_step_us + costs.framework_step_us;
 }
 
 namespace detail {

@@ -99,3 +99,21 @@ TEST_CASE("the framework's per-step host time is serial with the step", "[predic
   CHECK(b.baseline_step_time_us - a.baseline_step_time_us == Approx(250000).epsilon(1e-9));
   CHECK(b.tokens_per_s_per_gpu < a.tokens_per_s_per_gpu);
 }
+
+TEST_CASE("a delayed weight gradient costs the host a quarter of a module's op", "[cost][host]") {
+  Config c = qwen(4096);
+  c.opt.overlap_moe_expert_parallel_comm = true;
+  c.opt.delay_wgrad_compute = true;
+  c.opt.dispatcher = Dispatcher::alltoall;
+  c.hw.framework_op_host_us = 0;
+  const StepCosts none = compute_step_costs(c);
+  c.hw.framework_op_host_us = 800;
+  const StepCosts with = compute_step_costs(c);
+  auto added_us = [&](OpKind k, Direction d) {
+    return (with.moe_layer.get(k, d).host_ns - none.moe_layer.get(k, d).host_ns) / 1000.0;
+  };
+  CHECK(added_us(OpKind::mlp, Direction::backward) == Approx(800).margin(1));
+  CHECK(added_us(OpKind::mlp_wgrad, Direction::wgrad) == Approx(200).margin(1));
+  CHECK(added_us(OpKind::pre_dispatch_wgrad, Direction::wgrad) == Approx(200).margin(1));
+  CHECK(added_us(OpKind::dispatch, Direction::forward) == Approx(400).margin(1));
+}
