@@ -2,9 +2,15 @@
 // read from its source (Megatron-LM main: arguments.py validate_args runs first, then
 // TransformerConfig.__post_init__ top to bottom): raise or not, and which check raises first.
 // epo must give the same verdict and name that check as its first error.
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "catch.hpp"
+#include "ingest/mlm_args.hpp"
+#include "planner/emit.hpp"
 #include "rule_cases_detail.hpp"
 
 using namespace epo;
@@ -156,6 +162,12 @@ const std::vector<Agreement>& cases() {
 }  // namespace
 
 TEST_CASE("validate agrees with Megatron's verdict and first error on the issue's cases") {
+  // With EPO_MEGATRON_CASES=FILE the cases are also written as JSON lines (the Megatron-LM
+  // arguments and environment epo emits for each, and epo's verdict) for
+  // bench/megatron_rules_oracle.py, which runs Megatron's own checks on them.
+  const char* out_path = std::getenv("EPO_MEGATRON_CASES");
+  std::ofstream out;
+  if (out_path) out.open(out_path);
   int agree = 0;
   for (const auto& k : cases()) {
     INFO(k.what);
@@ -167,6 +179,15 @@ TEST_CASE("validate agrees with Megatron's verdict and first error on the issue'
     const std::string first = errors.empty() ? "" : errors.front().id;
     CHECK(first == k.first_error);
     agree += first == k.first_error;
+    if (out.is_open()) {
+      nlohmann::json j;
+      j["what"] = k.what;
+      j["epo_first_error"] = first;
+      j["world_size"] = c.num_gpus;
+      j["args"] = emit_mlm(c, x) + "\n" + ingest::emit_mlm_model_args(c.model);
+      j["env"] = emit_env(c);
+      out << j.dump() << "\n";
+    }
   }
   CHECK(agree == static_cast<int>(cases().size()));
 }
