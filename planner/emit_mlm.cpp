@@ -115,7 +115,12 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
     std::ostringstream cf;
     cf << o.capacity_factor;
     kv("--moe-expert-capacity-factor", cf.str());
+    if (ctx.moe_pad_expert_input_to_capacity) a.push_back("--moe-pad-expert-input-to-capacity");
   }
+  // Megatron-LM's linear layers carry a bias unless told otherwise; the checks epo ran assumed
+  // the context's (none by default).
+  if (!ctx.add_bias_linear) a.push_back("--disable-bias-linear");
+  if (ctx.add_qkv_bias) a.push_back("--add-qkv-bias");
   if (o.high_priority_a2a_comm_stream) a.push_back("--high-priority-a2a-comm-stream");
   if (!o.gradient_accumulation_fusion) a.push_back("--no-gradient-accumulation-fusion");
   if (o.distributed_optimizer) a.push_back("--use-distributed-optimizer");
@@ -228,7 +233,10 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--no-gradient-accumulation-fusion") o.gradient_accumulation_fusion = false;
     else if (f == "--use-distributed-optimizer") o.distributed_optimizer = true;
     else if (f == "--overlap-grad-reduce") o.overlap_grad_reduce = true;
-    else throw EPO_INPUT_ERROR("Megatron-LM arguments: unknown flag '", f, "'");
+    // The bias and padding flags describe the validation context, not the configuration.
+    else if (f == "--disable-bias-linear" || f == "--add-qkv-bias" ||
+             f == "--moe-pad-expert-input-to-capacity") {
+    } else throw EPO_INPUT_ERROR("Megatron-LM arguments: unknown flag '", f, "'");
   }
   if (enable_deepep) o.flex_backend = FlexBackend::deepep;
   route_per_backend_sms(o, flex_sms_given);

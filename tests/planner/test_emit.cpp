@@ -133,6 +133,24 @@ TEST_CASE("overlap flags go on comm_overlap, dispatcher and backend on model") {
   CHECK(env.find("export NVTE_FWD_LAYERNORM_SM_MARGIN=20") != std::string::npos);
 }
 
+TEST_CASE("Megatron-LM arguments state the biases and padding the checks assumed") {
+  // Megatron-LM's linears carry a bias by default; epo's checks assumed none unless told.
+  ValidationContext x;
+  Config c = example_config("alltoall");
+  std::string s = emit_mlm(c, x);
+  CHECK(s.find("--disable-bias-linear") != std::string::npos);
+  CHECK(s.find("--add-qkv-bias") == std::string::npos);
+  x.add_bias_linear = true;
+  x.add_qkv_bias = true;
+  s = emit_mlm(c, x);
+  CHECK(s.find("--disable-bias-linear") == std::string::npos);
+  CHECK(s.find("--add-qkv-bias") != std::string::npos);
+  // Padding to capacity goes with a capacity factor.
+  c.opt.capacity_factor = 1.0;
+  x.moe_pad_expert_input_to_capacity = true;
+  CHECK(emit_mlm(c, x).find("--moe-pad-expert-input-to-capacity") != std::string::npos);
+}
+
 TEST_CASE("recommended CUDA_DEVICE_MAX_CONNECTIONS follows Megatron's constraints") {
   Config c = test::make_config("qwen3-30b-a3b", "h100-sxm", 16, 2, 1, 1, 16, 512);
   CHECK(recommended_cuda_device_max_connections(c) == 1);  // TP>1, no overlap, Hopper
