@@ -205,7 +205,8 @@ int run_plan(PlanArgs& a) {
     throw EPO_RUNTIME_ERROR("internal: the chosen plan violates ", errors.front().id);
   std::string text;
   if (a.emit == "bridge") text = planner::emit_bridge(w.cfg, spec.ctx);
-  else if (a.emit == "mlm") text = planner::emit_mlm(w.cfg, spec.ctx);
+  else if (a.emit == "mlm")
+    text = emit_mlm_with_model(w.cfg, spec.ctx);
   else if (a.emit == "env") text = planner::emit_env(w.cfg);
   else
     text = planner::emit_plan_json(w.cfg, prediction_json(w.cfg, w.pred), search_json(spec, r))

@@ -40,7 +40,7 @@ int run_validate(ValidateArgs& a) {
     std::printf("Example '%s': minimal working configuration with overlap on\n\n",
                 a.example.c_str());
     std::printf("%s\n", planner::emit_bridge(c, ctx).c_str());
-    std::printf("%s\n", planner::emit_mlm(c, ctx).c_str());
+    std::printf("%s\n", emit_mlm_with_model(c, ctx).c_str());
     std::printf("%s\n", planner::emit_env(c).c_str());
     return report(c, ctx);
   }

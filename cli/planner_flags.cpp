@@ -1,6 +1,8 @@
 #include "cli/planner_flags.hpp"
 
+#include "ingest/mlm_args.hpp"
 #include "model/error.hpp"
+#include "planner/emit.hpp"
 
 namespace epo::cli {
 
@@ -52,6 +54,17 @@ planner::ValidationContext build_context(const ContextFlags& f, const ConfigFlag
   x.flex_backend_given =
       flag_given(config, "--flex-backend") || file_sets_option(config, "flex_backend");
   return x;
+}
+
+std::string emit_mlm_with_model(const model::Config& cfg, const planner::ValidationContext& ctx) {
+  std::string text = planner::emit_mlm(cfg, ctx);
+  std::string model = ingest::emit_mlm_model_args(cfg.model);
+  model = model.substr(model.find('\n') + 1);  // its comment line would end the continuation
+  const std::string cont = " \\\n";
+  if (model.size() >= cont.size() && model.compare(model.size() - cont.size(), cont.size(), cont) == 0)
+    model = model.substr(0, model.size() - cont.size()) + "\n";
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text + cont + model;
 }
 
 }  // namespace epo::cli

@@ -25,4 +25,8 @@ void add_context_flags(CLI::App& sub, ContextFlags& f);
 /// The validation context from the flags; `config` tells whether --flex-backend was given.
 planner::ValidationContext build_context(const ContextFlags& f, const ConfigFlags& config);
 
+/// Megatron-LM arguments of a configuration as one command-line continuation: the layout, MoE,
+/// recompute, graph and precision flags, then the model's architecture.
+std::string emit_mlm_with_model(const model::Config& cfg, const planner::ValidationContext& ctx);
+
 }  // namespace epo::cli

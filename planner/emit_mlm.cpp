@@ -128,9 +128,9 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   std::ostringstream os;
   os << "# Megatron-LM arguments: " << c.model_name << " on " << c.num_gpus << " x "
      << c.hardware_name << " (" << to_string(ctx.megatron) << ")\n";
-  os << "# partial: parallel layout, batch, MoE dispatcher and overlap, recompute, CUDA graphs and\n"
-     << "# precision only; add the model's architecture (--num-layers, --hidden-size, ...), data,\n"
-     << "# tokenizer and optimizer arguments of your training script\n";
+  os << "# parallel layout, batch, MoE dispatcher and overlap, recompute, CUDA graphs and precision;\n"
+     << "# the model's architecture follows where epo plan / validate print it; data, tokenizer and\n"
+     << "# optimizer arguments are your training script's\n";
   for (size_t i = 0; i < a.size(); ++i) os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
   return os.str();
 }

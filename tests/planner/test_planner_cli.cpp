@@ -112,6 +112,10 @@ TEST_CASE("epo plan --emit: files that epo predict and epo validate accept") {
   const Run m = run_epo("plan --model tiny --gpus 8 --gbs 64 --emit mlm --frontend mlm");
   CHECK(m.code == 0);
   CHECK(has(m.out, "--expert-model-parallel-size"));
+  // One continued command line: the model's architecture follows the plan's flags.
+  CHECK(has(m.out, " \\\n--num-layers "));
+  CHECK(has(m.out, "--hidden-size "));
+  CHECK_FALSE(has(m.out, "\n\n"));
   const Run e = run_epo("plan --model tiny --gpus 8 --gbs 64 --emit env");
   CHECK(e.code == 0);
   CHECK(has(e.out, "export CUDA_DEVICE_MAX_CONNECTIONS="));
