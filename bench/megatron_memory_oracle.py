@@ -31,10 +31,14 @@ def megatron_bytes(case):
     argv = args_of(case["args"])
     os.environ["WORLD_SIZE"] = str(case["world_size"])
     os.environ["RANK"] = "0"
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # validate_args' TP check; no effect here
     sys.argv = ["megatron"] + argv + EXTRA
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         args = parse_args()
         validate_args(args, {})
+    # The tokenizer pads the vocabulary to a multiple of make_vocab_size_divisible_by x TP.
+    multiple = args.make_vocab_size_divisible_by * args.tensor_model_parallel_size
+    args.padded_vocab_size = -(-args.vocab_size // multiple) * multiple
     return compute_weight_and_optimizer_memory(args)
 
 

@@ -138,6 +138,11 @@ std::string emit_mlm_model_args(const model::ModelSpec& m) {
   if (m.gated_linear_unit) a.push_back("--swiglu");
   num("--vocab-size", m.vocab_size);
   num("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
+  // What every preset shares and Megatron-LM's defaults do not (LayerNorm, learned absolute
+  // positions, an output layer tied to the embedding).
+  a.push_back("--normalization RMSNorm");
+  a.push_back("--position-embedding-type rope");
+  a.push_back("--untie-embeddings-and-output-weights");
   std::ostringstream os;
   os << "# Megatron-LM model arguments: " << m.name << "\n";
   for (const auto& x : a) os << x << " \\\n";
