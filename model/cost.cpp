@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/cost_builder.hpp"
 #include "model/cost_detail.hpp"
 #include "model/routing_stats.hpp"
 
@@ -229,4 +230,14 @@ GpuParams gpu_params(const Config& cfg) {
 }
 
 }  // namespace detail
+
+Component ep_token_exchange(const Config& cfg, double elem_bytes) {
+  const detail::Builder b(cfg);
+  const bool flex = cfg.opt.dispatcher == Dispatcher::flex;
+  double copies = flex ? b.shapes().distinct_ranks : cfg.model.router_topk;
+  // Between virtual ranks the flex ops pass the other ranks' share (layer_costs.cpp says why).
+  if (flex && cfg.virtual_ranks > 0) copies *= (cfg.par.ep - 1.0) / cfg.par.ep;
+  return b.exchange("ep.tokens", copies, elem_bytes, flex);
+}
+
 }  // namespace epo::model

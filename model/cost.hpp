@@ -117,6 +117,12 @@ StepCosts compute_step_costs(const Config& cfg);
 /// with the EP group's NVLink domains); 0 for other dispatchers.
 int flex_comm_sms(const Config& cfg);
 
+/// The EP token exchange of one micro-batch as the dispatch and combine ops cost it (the busiest
+/// rank, one direction): each token's rows to the ranks of its experts (flex: one row per
+/// distinct rank; alltoall: one per expert) at `elem_bytes` per hidden element, on the links the
+/// EP group crosses. What calibration compares with published dispatch/combine benchmarks.
+Component ep_token_exchange(const Config& cfg, double elem_bytes);
+
 /// Achievable TFLOP/s of one GEMM of shape m x n x k on this hardware (efficiency falls for small
 /// dimensions).
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8);

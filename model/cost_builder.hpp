@@ -243,18 +243,39 @@ class Builder {
     c.nvl_bytes = payload * nvl_copies * s_.load_factor;
     c.net_bytes = payload * net_copies * s_.load_factor;
     c.num_kernels = 1;
-    double nvl_bw, lat;
     if (flex) {
-      const int sms = cfg_.opt.effective_comm_sms(D == 1);
-      nvl_bw = std::min(sms * hw_.comm_gbps_per_sm, hw_.nvlink_gbps * hw_.nvlink_efficiency);
-      lat = (D > 1 ? hw_.net_latency_us : hw_.nvlink_latency_us) + hw_.kernel_launch_us;
-    } else {
-      nvl_bw = hw_.nvlink_gbps * hw_.nccl_efficiency;
-      lat = hw_.nccl_latency_us;
+      // The kernel's SMs push every row of the exchange, the rank's own copy, the NVLink rows
+      // (forwarded ones included) and the network rows alike: comm_row_us per row plus its bytes
+      // at comm_gbps_per_sm. The links carry the rows that leave the GPU at their achievable
+      // rates, and the slowest of the three sets the pace. More ranks across domains add network
+      // and forwarded rows per token (routing statistics), never more than the NIC's rate.
+      const double rows =
+          s_.moe_tokens * s_.load_factor * (pairs_per_token / R + nvl_copies + net_copies);
+      const double row_us =
+          hw_.comm_row_us + m_.hidden_size * elem_bytes / (hw_.comm_gbps_per_sm * 1e3);
+      const double sm_us = rows * row_us / flex_moving_sms(D == 1);
+      const double nvl_us = c.nvl_bytes / (hw_.nvlink_gbps * hw_.nvlink_efficiency * 1e3);
+      const double net_us = c.net_bytes / (hw_.net_gbps * hw_.net_efficiency * 1e3);
+      const double lat =
+          (D > 1 ? hw_.net_latency_us : hw_.nvlink_latency_us) + hw_.kernel_launch_us;
+      c.duration_us = lat + std::max({sm_us, nvl_us, net_us});
+      return c;
     }
+    const double nvl_bw = hw_.nvlink_gbps * hw_.nccl_efficiency;
     const double net_bw = hw_.net_gbps * hw_.net_efficiency;
-    c.duration_us = lat + std::max(c.nvl_bytes / (nvl_bw * 1e3), c.net_bytes / (net_bw * 1e3));
+    c.duration_us =
+        hw_.nccl_latency_us + std::max(c.nvl_bytes / (nvl_bw * 1e3), c.net_bytes / (net_bw * 1e3));
     return c;
+  }
+
+  /// SMs of the flex kernel that move rows. DeepEP's normal kernels pair their SMs (csrc
+  /// intranode.cu / internode.cu: num_channels = num_sms / 2, even SMs send or forward, odd SMs
+  /// receive), so half of them push payload; HybridEP's SMs all do, and so do the executor's own
+  /// flex kernels (`epo run`, decoder-only configurations), whatever backend they are labelled.
+  double flex_moving_sms(bool single_domain) const {
+    const double sms = cfg_.opt.effective_comm_sms(single_domain);
+    const bool paired = cfg_.opt.flex_backend == FlexBackend::deepep && !cfg_.decoder_only;
+    return std::max(1.0, paired ? sms / 2.0 : sms);
   }
 
   LinkClass ep_link() const {

@@ -43,6 +43,10 @@ struct HardwareProfile {
   }
   double host_sync_us = 15.0;      ///< device-to-host synchronisation round trip
   double comm_gbps_per_sm = 45.0;  ///< payload a copy/communication kernel moves per SM it holds
+  /// Flex (DeepEP/HybridEP) kernels: time an SM spends per token row it moves beyond the row's
+  /// bytes at comm_gbps_per_sm (addressing, flags, a row's FP8 scales), us; why FP8 rows, half
+  /// the bytes, are not twice as fast. 0 = none.
+  double comm_row_us = 0.0;
   double nvlink_efficiency = 0.8;  ///< achievable fraction of NVLink per direction
   double net_efficiency = 0.85;    ///< achievable fraction of the network per GPU
   double nccl_efficiency = 0.74;   ///< NCCL alltoall bus bandwidth / NVLink per direction

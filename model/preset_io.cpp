@@ -183,6 +183,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   opt("attn_fwd_efficiency", h.attn_fwd_efficiency);
   opt("attn_bwd_efficiency", h.attn_bwd_efficiency);
   opt("attn_half_seq", h.attn_half_seq);
+  opt("comm_row_us", h.comm_row_us);
   h.calibrated = r.get_bool("calibrated", false);
   h.provenance = r.get_string_map("provenance");
   for (const auto& [k, v] : r.sources()) h.sources[k] = v;
@@ -239,6 +240,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("attn_fwd_efficiency", h.attn_fwd_efficiency);
   put("attn_bwd_efficiency", h.attn_bwd_efficiency);
   put("attn_half_seq", h.attn_half_seq);
+  put("comm_row_us", h.comm_row_us);
   j["calibrated"] = h.calibrated;
   if (!h.provenance.empty()) j["provenance"] = h.provenance;
   return j;
