@@ -228,6 +228,7 @@ void add_calibrate(CLI::App& app, Runner& run) {
   r->callback([rep, &run] { run = [rep] { return run_report(*rep); }; });
 
   add_calibrate_published(*cal, run);
+  add_calibrate_ops(*cal, run);
 }
 
 }  // namespace epo::cli

@@ -26,5 +26,7 @@ std::string today_utc();
 
 /// `epo calibrate published` (added by add_calibrate).
 void add_calibrate_published(CLI::App& calibrate, Runner& run);
+/// `epo calibrate ops` (added by add_calibrate).
+void add_calibrate_ops(CLI::App& calibrate, Runner& run);
 
 }  // namespace epo::cli

@@ -56,3 +56,24 @@ TEST_CASE("epo calibrate fit and report run on the example files") {
   CHECK(run(epo + " calibrate fit " + data + "/no_such_file.json --out " + profile, log) == 2);
   CHECK(slurp(profile).empty());
 }
+
+TEST_CASE("epo calibrate ops keeps every row of the file in its JSON") {
+  const std::string epo = env("EPO_BIN"), data = EPO_EXAMPLE_DATA_DIR;
+  const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
+  const std::string json = dir + "/epo_cli_test_ops.json", log = dir + "/epo_cli_test_ops.log";
+  const std::string rows = data + "/op_benchmarks_rows.jsonl";
+  std::remove(json.c_str());
+  REQUIRE(run(epo + " calibrate ops " + rows + " --fit-on library:HybridEP --json " + json, log) ==
+          0);
+  const std::string out = slurp(log);
+  CHECK(out.find("rows not modelled") != std::string::npos);
+  CHECK(out.find("group:HybridEP|H100|dispatch") != std::string::npos);
+  const std::string j = slurp(json);
+  std::size_t ids = 0;
+  for (std::size_t at = j.find("\"id\""); at != std::string::npos; at = j.find("\"id\"", at + 1))
+    ++ids;
+  CHECK(ids == 10);  // the fixture's rows, modelled or not
+  CHECK(j.find("\"unsupported\"") != std::string::npos);
+  // A selection naming no known field is bad usage (exit 2).
+  CHECK(run(epo + " calibrate ops " + rows + " --fit-on colour:red", log) == 2);
+}
