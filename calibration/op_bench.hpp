@@ -104,10 +104,11 @@ struct OpClusterFit {
   double before = 0, after = 0;     ///< mean |ln(predicted / published)| on its rows
 };
 
-/// Fits, per cluster, comm_row_us, and nvlink_efficiency where the selected rows stay inside one
-/// NVLink domain, on the bandwidth rows `fit_on` selects (mean |ln error|, coordinate search
-/// within the profile ranges; a field the rows cannot tell is kept and left out of `fields`);
-/// the rows' profiles are the starting point. `date` goes into the provenance.
+/// Fits, per cluster, comm_row_us, with nvlink_efficiency where the selected rows stay inside one
+/// NVLink domain and net_efficiency where they cross domains (the NIC's share a kernel carries),
+/// on the bandwidth rows `fit_on` selects (mean |ln error|, coordinate search within the profile
+/// ranges; a field the rows cannot tell is kept and left out of `fields`); the rows' profiles are
+/// the starting point. `date` goes into the provenance.
 std::map<std::string, OpClusterFit> fit_op_benchmarks(const std::vector<OpBenchRow>& rows,
                                                       const OpSelect& fit_on,
                                                       const std::string& date);

@@ -14,7 +14,8 @@ namespace epo::calib {
 namespace {
 
 double& field_of(model::HardwareProfile& hw, const std::string& name) {
-  return name == "comm_row_us" ? hw.comm_row_us : hw.nvlink_efficiency;
+  if (name == "comm_row_us") return hw.comm_row_us;
+  return name == "net_efficiency" ? hw.net_efficiency : hw.nvlink_efficiency;
 }
 
 /// Mean |ln(predicted / published)| of `rows` with `hw` as their cluster profile.
@@ -37,7 +38,7 @@ std::pair<double, double> search_range(const std::string& name) {
   const model::RealRange* r = model::profile_range(name);
   double lo = r ? r->min : 0, hi = r ? r->max : 1;
   if (name == "comm_row_us") hi = std::min(hi, 2.0);
-  if (name == "nvlink_efficiency") lo = std::max(lo, 0.3);
+  if (name == "nvlink_efficiency" || name == "net_efficiency") lo = std::max(lo, 0.3);
   return {lo, hi};
 }
 
@@ -57,10 +58,11 @@ std::map<std::string, OpClusterFit> fit_op_benchmarks(const std::vector<OpBenchR
     f.profile = rs.front().config->hw;
     f.profile.nvlink_gbps = rs.front().profile_nvlink_gbps;  // without a row's own NVLink
     f.rows = static_cast<int>(rs.size());
-    bool one_domain = false;
-    for (const auto& r : rs) one_domain = one_domain || r.config->ep_num_domains() == 1;
+    bool one_domain = false, across = false;
+    for (const auto& r : rs) (r.config->ep_num_domains() > 1 ? across : one_domain) = true;
     f.fields.push_back("comm_row_us");
     if (one_domain) f.fields.push_back("nvlink_efficiency");
+    if (across) f.fields.push_back("net_efficiency");
     f.before = mean_abs_log(rs, f.profile);
     // Coordinate search: each field over a grid of its range, then narrower grids around the
     // best value; deterministic, and every value stays inside the profile's range. A field the
