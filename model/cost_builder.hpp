@@ -244,13 +244,14 @@ class Builder {
     c.net_bytes = payload * net_copies * s_.load_factor;
     c.num_kernels = 1;
     if (flex) {
-      // The kernel's SMs push every row of the exchange, the rank's own copy, the NVLink rows
+      // The kernel's SMs push every row of the exchange, the rank's own copy (DeepEP and
+      // HybridEP pass it through their buffers; the executor reads it in place), the NVLink rows
       // (forwarded ones included) and the network rows alike: comm_row_us per row plus its bytes
       // at comm_gbps_per_sm. The links carry the rows that leave the GPU at their achievable
       // rates, and the slowest of the three sets the pace. More ranks across domains add network
       // and forwarded rows per token (routing statistics), never more than the NIC's rate.
-      const double rows =
-          s_.moe_tokens * s_.load_factor * (pairs_per_token / R + nvl_copies + net_copies);
+      const double own = cfg_.decoder_only ? 0.0 : pairs_per_token / R;
+      const double rows = s_.moe_tokens * s_.load_factor * (own + nvl_copies + net_copies);
       const double row_us =
           hw_.comm_row_us + m_.hidden_size * elem_bytes / (hw_.comm_gbps_per_sm * 1e3);
       const double sm_us = rows * row_us / flex_moving_sms(D == 1);
