@@ -118,6 +118,11 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
     for (int round = 0; round < 3; ++round) {
       for (const Param& p : kParams) {
         const bool per_step = p.field == &model::HardwareProfile::framework_step_host_us;
+        // A value measured on kernels or fitted on per-op benchmarks is kept (its source says so).
+        const auto src = hw.sources.find(p.name);
+        if (src != hw.sources.end() && (src->second.find("measured") != std::string::npos ||
+                                        src->second.find("calibrate ops") != std::string::npos))
+          continue;
         if (p.field == &model::HardwareProfile::fp8_gemm_efficiency && !any_fp8) continue;
         if (p.field == &model::HardwareProfile::net_efficiency && !any_net) continue;
         if (per_step ? !any_short : rated.empty()) continue;
