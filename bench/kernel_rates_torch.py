@@ -14,24 +14,11 @@ backward 2.5 times that (the recomputed scores, dQ, dK, dV).
 """
 import argparse
 import json
-import statistics
 
 import torch
 import torch.nn.functional as F
 
-
-def time_us(fn, iters):
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(1000.0 * a.elapsed_time(b))
-    return statistics.median(times)
+from grouped_mm_torch import time_us  # the same CUDA-event timing (bench/)
 
 
 def attention_cases(iters, peak):

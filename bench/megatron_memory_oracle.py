@@ -14,7 +14,6 @@ prints both with the difference.
 One pipeline stage per case (PP 1): Megatron's formula puts the embedding, the output layer and
 the MTP block on its most loaded shard, which EPO places by layout.
 """
-import argparse
 import contextlib
 import io
 import json
@@ -22,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from megatron_rules_oracle import EXTRA, args_of, pretend_transformer_engine  # noqa: E402
+from megatron_rules_oracle import EXTRA, args_of, cases_args, use_megatron  # noqa: E402
 
 
 def megatron_bytes(case):
@@ -43,12 +42,8 @@ def megatron_bytes(case):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("cases")
-    ap.add_argument("--json")
-    a = ap.parse_args()
-    sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
-    pretend_transformer_engine()
+    a = cases_args()
+    use_megatron()
     rows = []
     for line in open(a.cases):
         case = json.loads(line)

@@ -91,14 +91,23 @@ def pretend_transformer_engine(version="2.12.0"):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("cases")
-    ap.add_argument("--json")
-    a = ap.parse_args()
+def use_megatron():
+    """Puts MEGATRON_PATH on the path and, without Transformer Engine, pretends TE 2.12."""
     sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
     if pretend_transformer_engine():
         print("# Transformer Engine not installed: Megatron told it is TE 2.12 with fused permutation")
+
+
+def cases_args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases")
+    ap.add_argument("--json")
+    return ap.parse_args()
+
+
+def main():
+    a = cases_args()
+    use_megatron()
     rows, agree = [], 0
     for line in open(a.cases):
         case = json.loads(line)
