@@ -138,11 +138,10 @@ Shapes make_shapes(const Config& cfg) {
   const Parallel& p = cfg.par;
   Shapes s;
   s.fp8 = cfg.opt.precision == Precision::fp8;
-  s.dispatch_bytes =
-      s.fp8 && !(cfg.opt.dispatcher == Dispatcher::flex &&
-                 cfg.opt.flex_backend == FlexBackend::hybridep)
-          ? 1.0 + 4.0 / 128.0  // fp8 payload plus one fp32 scale per 128 elements
-          : 2.0;
+  // Megatron's dispatchers send BF16 rows under FP8 training too (the alltoall dispatcher
+  // quantizes in the experts' grouped linear after the exchange; the flex dispatcher passes
+  // fp8_dispatch=False to DeepEP and HybridEP).
+  s.dispatch_bytes = 2.0;
   s.tokens = static_cast<double>(cfg.tokens_per_microbatch());
   s.moe_tokens = p.sequence_parallel ? s.tokens / p.tp : s.tokens;
   s.ep_ranks_per_domain = cfg.ep_ranks_per_nvlink_domain();

@@ -17,7 +17,7 @@ struct Shapes {
   int ep_domains = 1;
   int local_experts = 0;
   double act_bytes = 2;       ///< bytes per activation element (bf16)
-  double dispatch_bytes = 2;  ///< bytes per element sent by the forward dispatch (1 with fp8)
+  double dispatch_bytes = 2;  ///< bytes per element sent by the forward dispatch (BF16 rows)
   bool fp8 = false;
 };
 

@@ -59,6 +59,18 @@ TEST_CASE("tiny model: bytes sent by the dispatchers", "[cost]") {
   cfg.opt.comm_sms = 8;
   sc = compute_step_costs(cfg);
   CHECK(sc.moe_layer.get(OpKind::dispatch, Direction::forward).sms == 8);
+
+  // FP8 training sends the same BF16 rows: Megatron quantizes after the exchange (alltoall) and
+  // passes fp8_dispatch=False to DeepEP and HybridEP.
+  for (Dispatcher d : {Dispatcher::alltoall, Dispatcher::flex}) {
+    cfg.opt.dispatcher = d;
+    cfg.opt.precision = Precision::bf16;
+    const double bf16 = compute_step_costs(cfg).moe_layer.get(OpKind::dispatch, Direction::forward).nvl_bytes;
+    cfg.opt.precision = Precision::fp8;
+    const double fp8 = compute_step_costs(cfg).moe_layer.get(OpKind::dispatch, Direction::forward).nvl_bytes;
+    CHECK(bf16 > 0);
+    CHECK(fp8 == Approx(bf16));
+  }
 }
 
 TEST_CASE("delay_wgrad_compute moves weight gradients into their own ops", "[cost]") {
