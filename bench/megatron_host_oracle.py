@@ -6,7 +6,9 @@ layer op outside the kernels. This runs Megatron-Core itself (its local, non-Tra
 layer spec, alltoall dispatcher, one rank) with a hidden size small enough that the GPU waits for
 the host, and times a training step (forward, backward) at two layer counts: the difference per
 layer is the host time of one MoE layer's forward and backward. A second, GPU-bound size checks
-that the same model is then limited by the device.
+that the same model is then limited by the device. With --recompute, the host-bound 8-expert case
+runs again with each selective recompute module: what the recomputed forward's rerun inside the
+backward adds to the host time per layer.
 
   MEGATRON_PATH=DIR python3 bench/megatron_host_oracle.py [--layers 2 6] [--json OUT.json]
 
@@ -22,7 +24,7 @@ import sys
 import time
 
 
-def build(args, layers, hidden, experts, ffn):
+def build(args, layers, hidden, experts, ffn, recompute=None):
     import torch
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -37,7 +39,9 @@ def build(args, layers, hidden, experts, ffn):
         moe_aux_loss_coeff=1e-3, moe_grouped_gemm=False, gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, normalization="RMSNorm",
         add_bias_linear=False, bf16=True, params_dtype=torch.bfloat16,
-        pipeline_dtype=torch.bfloat16, hidden_dropout=0.0, attention_dropout=0.0)
+        pipeline_dtype=torch.bfloat16, hidden_dropout=0.0, attention_dropout=0.0,
+        recompute_granularity="selective" if recompute else None,
+        recompute_modules=[recompute] if recompute else None)
     spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
                                     normalization="RMSNorm")
     model = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=args.vocab,
@@ -77,6 +81,8 @@ def main():
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--recompute", nargs="*", default=["core_attn", "layernorm", "moe"],
+                    help="selective recompute modules timed on the host-bound 8-expert case")
     ap.add_argument("--json")
     args = ap.parse_args()
     sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
@@ -92,14 +98,17 @@ def main():
     parallel_state.initialize_model_parallel(1, 1)
     model_parallel_cuda_manual_seed(123)
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": []}
-    # (name, hidden, experts, moe ffn): host-bound small layers, then a GPU-bound one.
-    for name, hidden, experts, ffn in [("host-bound, 8 experts", 256, 8, 256),
-                                       ("host-bound, 64 experts", 256, 64, 128),
-                                       ("device-bound, 8 experts", 4096, 8, 4096)]:
+    # (name, hidden, experts, moe ffn, recompute): host-bound small layers, then a GPU-bound one,
+    # then the first again with each recompute module.
+    cases = [("host-bound, 8 experts", 256, 8, 256, None),
+             ("host-bound, 64 experts", 256, 64, 128, None),
+             ("device-bound, 8 experts", 4096, 8, 4096, None)]
+    cases += [("host-bound, 8 experts, recompute " + m, 256, 8, 256, m) for m in args.recompute]
+    for name, hidden, experts, ffn, recompute in cases:
         res = {}
         for layers in args.layers:
             destroy_moe_metrics_tracker()  # sized by the first model's layer count otherwise
-            model = build(args, layers, hidden, experts, ffn)
+            model = build(args, layers, hidden, experts, ffn, recompute)
             res[layers] = time_steps(args, model)
             del model
             torch.cuda.empty_cache()
@@ -107,6 +116,7 @@ def main():
         per_layer_step = (res[hi][0] - res[lo][0]) / (hi - lo)
         per_layer_issue = (res[hi][1] - res[lo][1]) / (hi - lo)
         case = {"case": name, "hidden": hidden, "experts": experts, "topk": args.topk,
+                "recompute": recompute,
                 "seq": args.seq, "layers": [lo, hi],
                 "step_us": [res[lo][0], res[hi][0]], "issue_us": [res[lo][1], res[hi][1]],
                 "per_layer_step_us": per_layer_step, "per_layer_issue_us": per_layer_issue}
