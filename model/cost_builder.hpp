@@ -151,6 +151,11 @@ class Builder {
     }
   }
 
+  /// A collective of `work_us` on a GPU of its own: the host only launches it (one kernel).
+  double issued(double work_us) const {
+    return mode_ == TimeMode::host ? hw_.kernel_launch_us : work_us;
+  }
+
   /// What timed() returns: the component alone (normal), only the device's work, or only the
   /// host's issue time (virtual ranks: one host thread issues ahead while the device works, so an
   /// op takes the larger of the two sums, see step_costs.cpp).
@@ -259,13 +264,13 @@ class Builder {
       const double net_us = c.net_bytes / (hw_.net_gbps * hw_.net_efficiency * 1e3);
       const double lat =
           (D > 1 ? hw_.net_latency_us : hw_.nvlink_latency_us) + hw_.kernel_launch_us;
-      c.duration_us = lat + std::max({sm_us, nvl_us, net_us});
+      c.duration_us = issued(lat + std::max({sm_us, nvl_us, net_us}));
       return c;
     }
     const double nvl_bw = hw_.nvlink_gbps * hw_.nccl_efficiency;
     const double net_bw = hw_.net_gbps * hw_.net_efficiency;
-    c.duration_us =
-        hw_.nccl_latency_us + std::max(c.nvl_bytes / (nvl_bw * 1e3), c.net_bytes / (net_bw * 1e3));
+    c.duration_us = issued(hw_.nccl_latency_us +
+                           std::max(c.nvl_bytes / (nvl_bw * 1e3), c.net_bytes / (net_bw * 1e3)));
     return c;
   }
 

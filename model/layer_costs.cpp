@@ -257,7 +257,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     if (o.dispatcher == Dispatcher::flex) mlp_f.push_back(b.mem("permute", P * h * 2 * 2));
     if (b.p_.etp > 1) {
       Component ag = b.mem("etp.allgather", P * h * 2 * (b.p_.etp - 1));
-      ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+      if (b.mode_ != Builder::TimeMode::host)
+        ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(ag);
     }
     // The executor's path for the layer's expert GEMMs (decided on fc1's weight): small experts
@@ -280,7 +281,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     mlp_f.push_back(expert_gemm("expert.fc2", h, F));
     if (b.p_.etp > 1) {
       Component rs = b.mem("etp.reduce_scatter", P * h * 2 * (b.p_.etp - 1));
-      rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+      if (b.mode_ != Builder::TimeMode::host)
+        rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(rs);
     }
     if (o.dispatcher == Dispatcher::flex) {
@@ -351,7 +353,9 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // Between virtual ranks the probabilities travel with the tokens' layout, not on their own.
     if (!flex && !vr) {
       di_f.push_back(b.exchange("dispatch.probs", copies, 4.0 / h, false));
-      di_f.back().duration_us = di_f.back().duration_us > 0 ? b.hw_.nccl_latency_us * 0.5 : 0;
+      di_f.back().duration_us = di_f.back().duration_us <= 0            ? 0
+                                : b.mode_ == Builder::TimeMode::host ? b.hw_.kernel_launch_us
+                                                                     : b.hw_.nccl_latency_us * 0.5;
     }
     if (flex && o.flex_backend == FlexBackend::hybridep)
       di_f.push_back(b.mem("hybridep.preprocess", s.moe_tokens * m.num_experts * 4 * 2));

@@ -315,3 +315,25 @@ TEST_CASE("expert GEMMs: auto takes four streams for a small weight on a GPU of 
   CHECK(fc1(big, ExpertGemm::automatic).duration_us ==
         Approx(fc1(big, ExpertGemm::per_expert).duration_us));
 }
+
+TEST_CASE("on GPUs of their own the host only launches the EP exchange", "[cost]") {
+  // The host issues a collective and goes on; what the exchange takes is device time. Were the
+  // host charged the exchange's duration, it could not issue the other micro-batch's compute
+  // that overlap puts beside it.
+  Config cfg = test::tiny_config(8);
+  cfg.model_name = "qwen3-30b-a3b";
+  cfg.model = load_model_preset(cfg.model_name);
+  cfg.num_gpus = cfg.par.ep = cfg.par.global_batch_size = 16;  // two NVLink domains: the network
+  cfg.derive_and_check();
+  for (Dispatcher d : {Dispatcher::alltoall, Dispatcher::flex}) {
+    cfg.opt.dispatcher = d;
+    const StepCosts sc = compute_step_costs(cfg);
+    for (OpKind kind : {OpKind::dispatch, OpKind::combine}) {
+      const OpCost& op = sc.moe_layer.get(kind, Direction::forward);
+      INFO(to_string(d) << " " << static_cast<int>(kind));
+      CHECK(op.net_bytes > 0);
+      CHECK(op.device_ns > 20 * cfg.hw.kernel_launch_us * 1e3);
+      CHECK(op.host_ns <= static_cast<std::int64_t>(4 * cfg.hw.kernel_launch_us * 1e3) + 1);
+    }
+  }
+}
