@@ -31,6 +31,9 @@ std::string flags(const model::Config& c) {
   if (c.opt.ep_overlap_early_attn_memory_release) add("early-release");
   if (c.opt.recompute_granularity == model::RecomputeGranularity::selective) add("rc-sel");
   if (c.opt.recompute_granularity == model::RecomputeGranularity::full) add("rc-full");
+  if (c.opt.recompute_granularity == model::RecomputeGranularity::selective &&
+      !c.opt.recompute_modules.empty() && c.opt.recompute_modules.front() == "mla_up_proj")
+    s += "(mla)";
   if (c.opt.cuda_graph_impl != model::CudaGraphImpl::none) add("graphs");
   return s.empty() ? "-" : s;
 }

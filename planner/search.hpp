@@ -21,8 +21,12 @@ struct Candidate {
   std::uint8_t backend = 0;      ///< model::FlexBackend
   std::uint8_t overlap = 0, delay_wgrad = 0, early_release = 0;
   std::int16_t comm_sms = 0;     ///< 0 = backend default
-  std::uint8_t recompute = 0;    ///< model::RecomputeGranularity, or kKeep
+  /// model::RecomputeGranularity (selective: core_attn, moe_act, layernorm), kRecomputeMla
+  /// (selective: the MLA up-projections and the dense MLPs, as Bridge's DeepSeek-V3 recipes), or
+  /// kKeep.
+  std::uint8_t recompute = 0;
   std::uint8_t cuda_graph = 0;   ///< 0 none, 1 TE graphs of attn, moe_router, moe_preprocess, or kKeep
+  static constexpr std::uint8_t kRecomputeMla = 3;
   /// 0 Megatron's plain split, 1 balanced_pipeline_layout (pp * vpp does not divide the layers),
   /// or kKeep (the base configuration's layout fields).
   std::uint8_t layout = 0;

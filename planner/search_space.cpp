@@ -161,8 +161,12 @@ void apply_candidate(Config& cfg, const Candidate& c) {
     o.recompute_method.clear();
     o.recompute_num_layers = 0;
     o.recompute_modules.clear();
-    if (o.recompute_granularity == RecomputeGranularity::selective)
+    if (c.recompute == Candidate::kRecomputeMla) {
+      o.recompute_granularity = RecomputeGranularity::selective;
+      o.recompute_modules = {"mla_up_proj", "mlp"};
+    } else if (o.recompute_granularity == RecomputeGranularity::selective) {
       o.recompute_modules = {"core_attn", "moe_act", "layernorm"};
+    }
     if (o.recompute_granularity == RecomputeGranularity::full) {
       o.recompute_method = "uniform";
       o.recompute_num_layers = 1;
@@ -199,6 +203,7 @@ std::string plan_key(const Config& cfg) {
   if (o.ep_overlap_early_attn_memory_release) os << " er";
   if (o.recompute_granularity != RecomputeGranularity::none)
     os << " rc-" << model::to_string(o.recompute_granularity);
+  if (!o.recompute_modules.empty() && o.recompute_modules.front() == "mla_up_proj") os << "-mla";
   if (o.cuda_graph_impl != CudaGraphImpl::none) os << " graphs";
   return os.str();
 }
@@ -225,6 +230,7 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
   }
   const auto flags = gen_overlap(s);
   const auto dispatch = gen_dispatch(b);
+  const bool mla = b.model.attention == model::AttentionKind::mla;
   for (const auto& l : layouts) {
     Candidate c;
     c.tp = static_cast<std::int16_t>(l.tp);
@@ -245,8 +251,9 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
           c.overlap = f.overlap;
           c.delay_wgrad = f.delay;
           c.early_release = f.early;
-          // With a fixed layout, recompute and CUDA graphs stay as given.
-          const int num_rc = s.fixed_layout ? 1 : 3, num_g = s.fixed_layout ? 1 : 2;
+          // With a fixed layout, recompute and CUDA graphs stay as given. MLA models also try
+          // recomputing their up-projections (Bridge's DeepSeek-V3 recipes).
+          const int num_rc = s.fixed_layout ? 1 : mla ? 4 : 3, num_g = s.fixed_layout ? 1 : 2;
           for (int rc = 0; rc < num_rc; ++rc) {
             c.recompute = s.fixed_layout ? Candidate::kKeep : static_cast<std::uint8_t>(rc);
             for (int g = 0; g < num_g; ++g) {

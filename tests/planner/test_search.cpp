@@ -1,6 +1,7 @@
 // The search: a case whose optimum follows by hand from the rules, the fast search against
 // exhaustive evaluation, determinism across thread counts, infeasible spaces.
 #include <algorithm>
+#include <set>
 
 #include "catch.hpp"
 #include "planner/emit.hpp"
@@ -166,4 +167,26 @@ TEST_CASE("an infeasible space says what eliminated the most") {
   const std::string advice = infeasible_advice(r, s);
   CHECK(advice.find("memory") != std::string::npos);
   CHECK(advice.find("relax") != std::string::npos);
+}
+
+TEST_CASE("MLA models also try recomputing the up-projections, as Bridge's DeepSeek-V3 recipes") {
+  // Selective recompute candidates carry Megatron's default-like set everywhere and the MLA set
+  // only where the model has multi-latent attention (Megatron refuses mla_up_proj elsewhere).
+  auto sets_of = [](const std::string& model_name) {
+    SearchSpec s;
+    s.base = test::make_config(model_name, "h100-sxm", 64, 1, 1, 1, 8, 512);
+    std::set<std::vector<std::string>> sets;
+    for (const auto& c : generate_candidates(s)) {
+      const Config cfg = candidate_config(s.base, c);
+      if (cfg.opt.recompute_granularity == model::RecomputeGranularity::selective)
+        sets.insert(cfg.opt.recompute_modules);
+    }
+    return sets;
+  };
+  const std::vector<std::string> mla{"mla_up_proj", "mlp"}, plain{"core_attn", "moe_act", "layernorm"};
+  const auto ds = sets_of("deepseek-v3"), qwen = sets_of("qwen3-30b-a3b");
+  CHECK(ds.count(mla) == 1);
+  CHECK(ds.count(plain) == 1);
+  CHECK(qwen.count(mla) == 0);
+  CHECK(qwen.count(plain) == 1);
 }
