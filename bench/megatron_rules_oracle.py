@@ -9,6 +9,10 @@ side: agree when both accept or both refuse. Megatron's message is printed for t
 compare with the check epo names.
 
   MEGATRON_PATH=DIR python3 bench/megatron_rules_oracle.py CASES.jsonl [--json OUT.json]
+      [--record VERDICTS.jsonl]
+
+--record writes Megatron's verdict alone, one line per case ({"what", "megatron": its message or
+"accepted"}): the recorded oracle tests/planner/test_megatron_random.cpp compares epo against.
 
 DIR holds the megatron/ package of a Megatron-LM checkout (megatron/core and megatron/training).
 Needs PyTorch; no GPU work is done (world size and rank come from the case). Where Transformer
@@ -88,6 +92,11 @@ def pretend_transformer_engine(version="2.12.0"):
                  "fused_sort_chunks_by_index_with_probs", "fused_unpermute"):
         if getattr(moe_utils, name, None) is None:
             setattr(moe_utils, name, lambda *a, **k: None)
+    # TE's fused RoPE (apply_rope_fusion, on by default).
+    import megatron.core.models.common.embeddings.rope_utils as rope_utils
+    for name in ("fused_apply_rotary_pos_emb", "fused_apply_rotary_pos_emb_thd"):
+        if getattr(rope_utils, name, None) is None:
+            setattr(rope_utils, name, lambda *a, **k: None)
     return True
 
 
@@ -102,6 +111,7 @@ def cases_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases")
     ap.add_argument("--json")
+    ap.add_argument("--record")
     return ap.parse_args()
 
 
@@ -124,6 +134,10 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"agree": agree, "cases": rows}, f, indent=1)
+    if a.record:
+        with open(a.record, "w") as f:
+            for r in rows:
+                f.write(json.dumps({"what": r["what"], "megatron": r["megatron"]}) + "\n")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ void emit_cuda_graph_args(const model::Options& o, const ValidationContext& ctx,
                                                                        : "--enable-cuda-graph");
   else
     a.push_back("--cuda-graph-impl " + std::string(model::to_string(o.cuda_graph_impl)));
+  // validate_args (arguments.py l.1235): a full-iteration graph cannot hold the NaN check's sync.
+  if (o.cuda_graph_impl == CudaGraphImpl::full_iteration)
+    a.push_back("--no-check-for-nan-in-loss-and-grad");
   if (o.cuda_graph_modules.empty()) return;
   std::string s;
   for (const auto& m : o.cuda_graph_modules) s += (s.empty() ? "" : " ") + m;
@@ -201,6 +204,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--delay-wgrad-compute") o.delay_wgrad_compute = true;
     else if (f == "--ep-overlap-early-attn-memory-release") o.ep_overlap_early_attn_memory_release = true;
     else if (f == "--moe-permute-fusion") o.moe_permute_fusion = true;
+    else if (f == "--no-check-for-nan-in-loss-and-grad") continue;  // follows the graph setting
     else if (f == "--moe-shared-expert-overlap") o.moe_shared_expert_overlap = true;
     else if (f == "--moe-grouped-gemm") o.moe_grouped_gemm = true;
     else if (f == "--recompute-granularity") o.recompute_granularity = model::parse_recompute(value(), where);
