@@ -37,7 +37,9 @@ void overlap_verdict(const LogConfig& lc, const std::vector<planner::Violation>&
     const bool flag = lc.config.opt.overlap_moe_expert_parallel_comm;
     evidence.push_back(std::string("overlap_moe_expert_parallel_comm = ") +
                        (flag ? "True" : "False") +
-                       (lc.found_in_log ? " (arguments block)" : " (given configuration)"));
+                       (lc.bridge_block  ? " (Bridge configuration block)"
+                        : lc.found_in_log ? " (arguments block)"
+                                          : " (given configuration)"));
     active = flag;
     for (const auto& x : v)
       if (x.severity == planner::Severity::error &&
@@ -91,12 +93,14 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   L.push_back("epo check-log: " + name);
   L.push_back(
       std::string("configuration: ") +
-      (lc.found_in_log ? "arguments block found in the log" : "no arguments block in the log") +
+      (lc.bridge_block   ? "Bridge configuration block found in the log"
+       : lc.found_in_log ? "arguments block found in the log"
+                         : "no arguments block in the log") +
       (lc.complete ? "" : "; no prediction: " + lc.missing));
   std::vector<planner::Violation> violations;
   if (lc.complete) {
     planner::ValidationContext ctx;
-    ctx.frontend = planner::Frontend::mlm;
+    if (!lc.bridge_block) ctx.frontend = planner::Frontend::mlm;
     violations = planner::validate(lc.config, ctx);
     for (const auto& v : violations)
       findings.push_back(std::string(planner::to_string(v.severity)) + " " + v.id + ": " +

@@ -17,11 +17,13 @@ namespace epo::cli {
 constexpr double kDefaultTolerancePct = 15.0;
 
 /// The configuration of a log: its arguments block on top of --mlm-args (the log wins), on a base
-/// from --config or --model / --hardware / --gpus; --bridge-overrides applied last. What the log
+/// from --config or --model / --hardware / --gpus; or Bridge's printed configuration block, then
+/// --bridge-config; --bridge-overrides applied last. What the log
 /// prints outside the block (the world size, the global batch size of its iteration lines) comes
 /// first, so that the block and the flags win over it.
 struct LogConfig {
-  bool found_in_log = false;  ///< the log holds an arguments block
+  bool found_in_log = false;  ///< the log holds an arguments block or Bridge's configuration
+  bool bridge_block = false;  ///< what it holds is Bridge's printed configuration
   bool has_config = false;    ///< some configuration was found or given
   bool complete = false;      ///< it names a model and passed derive_and_check
   std::string missing;        ///< why there is no prediction, when !complete

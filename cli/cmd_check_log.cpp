@@ -1,5 +1,5 @@
 // epo check-log: what a training run did against what EPO predicts for its configuration — the
-// configuration found in the log (arguments block) or given, whether EP overlap was active, the
+// configuration found in the log (arguments block, Bridge's printed configuration) or given, whether EP overlap was active, the
 // steady-state step time, throughput and peak memory, and the gap to the prediction.
 #include <cmath>
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "cli/config_flags.hpp"
 #include "cli/html_output.hpp"
 #include "cli/ingest_flags.hpp"
+#include "ingest/bridge_config.hpp"
 #include "ingest/bridge_overrides.hpp"
 #include "ingest/mlm_args.hpp"
 #include "ingest/mlm_args_block.hpp"
@@ -49,7 +50,12 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     args = ingest::read_mlm_command_line(read_text_input(f.mlm_args_file), f.mlm_args_file,
                                          out.report);
   const auto block = ingest::read_arguments_block(log_text, log_name);
-  out.found_in_log = !block.empty();
+  // Bridge v0.2-v0.3 print their ConfigContainer at start-up (setup.py,
+  // maybe_log_and_save_config -> ConfigContainer.print_yaml); Megatron-LM's block is not printed
+  // by Bridge runs.
+  const ingest::BridgeConfigBlock bridge = ingest::find_bridge_config_block(log_text);
+  out.bridge_block = !bridge.text.empty();
+  out.found_in_log = !block.empty() || out.bridge_block;
   args.insert(args.end(), block.begin(), block.end());
   Config c;
   if (!f.config_file.empty()) {
@@ -81,15 +87,23 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     }
   if (!args.empty())
     c = ingest::apply_megatron_args(c, args, ingest::Unset::megatron_defaults, out.report);
+  if (out.bridge_block) {
+    c = ingest::config_from_bridge_config(c, bridge.text, log_name, out.report, bridge.first_line);
+    if (log.world_size > 0) c.num_gpus = log.world_size;  // what ran, beside what was asked
+  }
+  if (!f.bridge_config_file.empty())
+    c = ingest::config_from_bridge_config(c, read_text_input(f.bridge_config_file),
+                                          f.bridge_config_file, out.report);
   if (!f.bridge_file.empty())
     c = ingest::config_from_bridge_overrides(c, read_text_input(f.bridge_file), f.bridge_file,
                                              out.report);
   if (given(f, "--gpus")) c.num_gpus = f.gpus;
   out.has_config = out.found_in_log || !f.config_file.empty() || !f.mlm_args_file.empty() ||
-                   !f.bridge_file.empty();
+                   !f.bridge_config_file.empty() || !f.bridge_file.empty();
   if (!out.has_config) {
     out.missing =
-        "no arguments block in the log and none of --config, --mlm-args, --bridge-overrides given";
+        "no arguments block or Bridge configuration in the log and none of --config, --mlm-args, "
+        "--bridge-config, --bridge-overrides given";
     return out;
   }
   if (c.model.num_layers <= 0 || c.model.hidden_size <= 0 || c.model.num_attention_heads <= 0) {
@@ -132,7 +146,8 @@ void add_check_log(CLI::App& app, Runner& run) {
     run = [args]() {
       std::vector<std::string> inputs = args->logs;
       for (const auto* in : {&args->cfg.config_file, &args->cfg.profile_file,
-                             &args->cfg.mlm_args_file, &args->cfg.bridge_file})
+                             &args->cfg.mlm_args_file, &args->cfg.bridge_config_file,
+                             &args->cfg.bridge_file})
         if (!in->empty()) inputs.push_back(*in);
       model::check_output_paths({args->json_path, args->html_path}, inputs);
       std::string text;

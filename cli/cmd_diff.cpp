@@ -1,5 +1,5 @@
-// epo diff A B: two configurations (EPO JSON or plan, Megatron-LM arguments, Bridge overrides, or
-// training logs) predicted side by side: the settings that differ first, then step time, exposed
+// epo diff A B: two configurations (EPO JSON or plan, Megatron-LM arguments, Bridge overrides or
+// printed configuration, or training logs) predicted side by side: the settings that differ first, then step time, exposed
 // communication, memory, each setting's share of the change (A with B's value of that one
 // setting), the MoE layer's ops per step as `epo plan` explains its winner, and for logs the
 // measured change beside the predicted one.
@@ -11,6 +11,7 @@
 #include "cli/check_log.hpp"
 #include "cli/commands.hpp"
 #include "cli/ingest_flags.hpp"
+#include "ingest/bridge_config.hpp"
 #include "ingest/bridge_overrides.hpp"
 #include "ingest/mlm_args.hpp"
 #include "ingest/training_log.hpp"
@@ -66,7 +67,10 @@ Side read_side(const std::string& path, const ConfigFlags& f) {
   }
   ingest::ReadReport r;
   const model::Config base = build_config(f);
-  if (text.find("--") != std::string::npos) {
+  if (ingest::looks_like_bridge_config(text)) {  // after logs: a log may hold Bridge's YAML
+    s.kind = "Bridge configuration";
+    s.config = ingest::config_from_bridge_config(base, text, path, r);
+  } else if (text.find("--") != std::string::npos) {
     s.kind = "Megatron-LM arguments";
     s.config = ingest::config_from_mlm_args(base, text, path, r);
   } else {
@@ -251,7 +255,7 @@ void add_diff(CLI::App& app, Runner& run) {
   // One positional of two values (CLI11 2.4 refuses a name with a space, such as "A B").
   sub->add_option("files", *paths,
                   "two files, A then B: EPO JSON, plan, Megatron-LM arguments, "
-                  "Bridge overrides or training logs")
+                  "Bridge overrides, Bridge configuration (YAML) or training logs")
       ->required()
       ->expected(2)
       ->type_name("FILE");

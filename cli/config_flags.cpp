@@ -46,6 +46,9 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--config", f.config_file, "configuration or plan JSON file (flags override it)");
   sub.add_option("--mlm-args", f.mlm_args_file,
                  "Megatron-LM command line or launch script (FILE, or - for stdin); flags override it");
+  sub.add_option("--bridge-config", f.bridge_config_file,
+                 "Megatron-Bridge's printed configuration (run_config.yaml, the YAML of "
+                 "ConfigContainer.to_yaml); --bridge-overrides apply on top of it");
   sub.add_option("--bridge-overrides", f.bridge_file,
                  "Megatron-Bridge overrides (key=value, +key, ~key) applied on top");
   sub.add_option("--profile", f.profile_file, "hardware profile JSON (preset or calibrated)");
@@ -125,8 +128,10 @@ model::Config build_config(const ConfigFlags& f) {
     c.par.global_batch_size = f.gbs;
   }
   if (!f.mlm_args_file.empty()) c = apply_mlm_args_file(c, f.mlm_args_file);
+  if (!f.bridge_config_file.empty()) c = apply_bridge_config_file(c, f.bridge_config_file);
   if (!f.bridge_file.empty()) c = apply_bridge_file(c, f.bridge_file);
-  const bool file = !f.config_file.empty() || !f.mlm_args_file.empty() || !f.bridge_file.empty();
+  const bool file = !f.config_file.empty() || !f.mlm_args_file.empty() ||
+                    !f.bridge_config_file.empty() || !f.bridge_file.empty();
   auto use = [&](const char* name) { return !file || given(f, name); };
   if (file && given(f, "--model")) {
     c.model_name = f.model;

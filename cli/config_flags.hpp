@@ -12,6 +12,7 @@ namespace epo::cli {
 struct ConfigFlags {
   std::string config_file, profile_file;
   std::string mlm_args_file, bridge_file;  ///< Megatron-LM arguments / Bridge overrides to read
+  std::string bridge_config_file;          ///< Bridge's printed configuration (YAML) to read
   std::string model = "qwen3-30b-a3b", hardware = "dgx-h100";
   int gpus = 16;
   int tp = 1, pp = 1, vpp = 1, cp = 1, ep = 16, etp = 1;

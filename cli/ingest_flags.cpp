@@ -4,6 +4,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "ingest/bridge_config.hpp"
 #include "ingest/bridge_overrides.hpp"
 #include "ingest/mlm_args.hpp"
 #include "model/error.hpp"
@@ -47,6 +48,14 @@ model::Config apply_mlm_args_file(const model::Config& base, const std::string& 
   const std::string source = path == "-" ? "standard input" : path;
   model::Config c = ingest::config_from_mlm_args(base, read_text_input(path), source, r);
   print_read_report("Megatron-LM arguments " + source, r);
+  return c;
+}
+
+model::Config apply_bridge_config_file(const model::Config& base, const std::string& path) {
+  ingest::ReadReport r;
+  const std::string source = path == "-" ? "standard input" : path;
+  model::Config c = ingest::config_from_bridge_config(base, read_text_input(path), source, r);
+  print_read_report("Bridge configuration " + source, r);
   return c;
 }
 

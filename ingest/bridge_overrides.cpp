@@ -20,22 +20,70 @@ bool is_megatron_section(const std::string& s) {
 std::string dest_of_key(const std::string& key) {
   if (key == "dataset.seq_length" || key == "dataset.sequence_length") return "seq_length";
   if (key == "mixed_precision.fp8") return "fp8";
+  // TransformerConfig's names where Megatron-LM's argument differs: a printed Bridge
+  // configuration holds the former (--num-experts and --swiglu set these fields).
+  if (key == "model.num_moe_experts") return "num_experts";
+  if (key == "model.gated_linear_unit") return "swiglu";
   const auto dot = key.find('.');
   if (dot == std::string::npos || key.find('.', dot + 1) != std::string::npos) return "";
   return is_megatron_section(key.substr(0, dot)) ? key.substr(dot + 1) : "";
 }
 
+/// Hydra's instantiation keys (`_target_`, `_call_`, `_partial_`, `_args_`, `_name_`): how to
+/// build an object, not a setting.
+bool is_hydra_key(const std::string& key) {
+  const std::string last = key.substr(key.rfind('.') + 1);
+  return last.size() > 2 && last.front() == '_' && last.back() == '_';
+}
+
 }  // namespace
 
-model::Config config_from_bridge_overrides(const model::Config& base, const std::string& text,
-                                           const std::string& source, ReadReport& report) {
+model::Config config_from_bridge_settings(const model::Config& base,
+                                          const std::vector<BridgeSetting>& settings,
+                                          ReadReport& report) {
   std::vector<ArgValue> args;
   std::vector<std::string> unknown_keys;
   bool backend_deleted = false;
+  for (const auto& [key, value, where] : settings) {
+    const std::string w_key = where + " (" + key + ")";
+    if (key == "mixed_precision") {
+      // Bridge's precision recipes: bf16_mixed, fp16_mixed, bf16_with_fp8_*_mixed, ...
+      args.push_back({"fp8", value.find("fp8") != std::string::npos ? "hybrid" : "None", w_key});
+      if (value.find("fp16") != std::string::npos)
+        report.warnings.push_back(w_key + ": fp16 training modelled as bf16");
+      report.read.push_back("mixed_precision");
+      continue;
+    }
+    if (is_hydra_key(key)) {
+      report.ignored.push_back(key);
+      continue;
+    }
+    const std::string dest = dest_of_key(key);
+    if (dest.empty() || !(is_table_argument(dest) || is_known_megatron_argument(dest))) {
+      unknown_keys.push_back(key);
+      continue;
+    }
+    const Value v(value, w_key);
+    if (dest == "moe_flex_dispatcher_backend" && v.is_none()) backend_deleted = true;
+    // TransformerConfig takes num_query_groups as given; Megatron-LM only with
+    // --group-query-attention.
+    if (dest == "num_query_groups" && !v.is_none()) args.push_back({"group_query_attention", "True", w_key});
+    args.push_back({dest, value, w_key});
+  }
+  model::Config c = apply_megatron_args(base, args, Unset::keep_base, report);
+  // Bridge: without a flex backend the recipe's dispatcher falls back to all-to-all.
+  if (backend_deleted && c.opt.dispatcher == model::Dispatcher::flex)
+    c.opt.dispatcher = model::Dispatcher::alltoall;
+  for (const auto& k : unknown_keys) report.unknown.push_back(k);
+  return c;
+}
+
+model::Config config_from_bridge_overrides(const model::Config& base, const std::string& text,
+                                           const std::string& source, ReadReport& report) {
+  std::vector<BridgeSetting> settings;
   for (const auto& [line_no, line] : logical_lines(text)) {
     for (const auto& w : shell_words(line)) {
       std::string s = w.text;
-      const std::string where = source + " line " + std::to_string(line_no);
       bool del = false;
       if (!s.empty() && s[0] == '+') s = s.substr(1 + (s.size() > 1 && s[1] == '+'));
       else if (!s.empty() && s[0] == '~') {
@@ -44,38 +92,12 @@ model::Config config_from_bridge_overrides(const model::Config& base, const std:
       }
       const auto eq = s.find('=');
       if (!del && (eq == std::string::npos || eq == 0 || s.rfind("--", 0) == 0)) continue;
-      const std::string key = del ? s.substr(0, eq) : s.substr(0, eq);
-      const std::string value = del ? "None" : s.substr(eq + 1);
-      const std::string w_key = where + " (" + key + ")";
-      if (key == "mixed_precision") {
-        // Bridge's precision recipes: bf16_mixed, fp16_mixed, bf16_with_fp8_*_mixed, ...
-        args.push_back({"fp8", value.find("fp8") != std::string::npos ? "hybrid" : "None", w_key});
-        if (value.find("fp16") != std::string::npos)
-          report.warnings.push_back(w_key + ": fp16 training modelled as bf16");
-        report.read.push_back("mixed_precision");
-        continue;
-      }
-      if (key.size() >= 8 && key.compare(key.size() - 8, 8, "_target_") == 0) {
-        report.ignored.push_back(key);  // Hydra's class to build, not a setting
-        continue;
-      }
-      const std::string dest = dest_of_key(key);
-      if (dest.empty() || !(is_table_argument(dest) || is_known_megatron_argument(dest))) {
-        unknown_keys.push_back(key);
-        continue;
-      }
-      if (dest == "moe_flex_dispatcher_backend" && Value(value, w_key).is_none()) backend_deleted = true;
-      args.push_back({dest, value, w_key});
+      settings.push_back({s.substr(0, eq), del ? "None" : s.substr(eq + 1),
+                          source + " line " + std::to_string(line_no)});
     }
   }
-  EPO_REQUIRE_INPUT(!args.empty() || !unknown_keys.empty(), source,
-                    ": no Bridge overrides (section.key=value) found");
-  model::Config c = apply_megatron_args(base, args, Unset::keep_base, report);
-  // Bridge: without a flex backend the recipe's dispatcher falls back to all-to-all.
-  if (backend_deleted && c.opt.dispatcher == model::Dispatcher::flex)
-    c.opt.dispatcher = model::Dispatcher::alltoall;
-  for (const auto& k : unknown_keys) report.unknown.push_back(k);
-  return c;
+  EPO_REQUIRE_INPUT(!settings.empty(), source, ": no Bridge overrides (section.key=value) found");
+  return config_from_bridge_settings(base, settings, report);
 }
 
 }  // namespace epo::ingest

@@ -4,6 +4,7 @@
 // `mixed_precision=<recipe>`. Several may share a line; `#` starts a comment; words without '='
 // (the command, its flags) are skipped.
 #include <string>
+#include <vector>
 
 #include "ingest/mlm_table.hpp"
 #include "model/config.hpp"
@@ -17,5 +18,20 @@ namespace epo::ingest {
 /// in the report, never fatal; a malformed value is an input error naming the line and key.
 model::Config config_from_bridge_overrides(const model::Config& base, const std::string& text,
                                            const std::string& source, ReadReport& report);
+
+/// One Bridge setting as a reader split it: the dotted key (`model.num_moe_experts`,
+/// `mixed_precision`), its value as text ("None" deletes: the default) and where it was read.
+struct BridgeSetting {
+  std::string key;
+  std::string value;
+  std::string where;
+};
+
+/// Applies settings already split into key and value onto `base`, in order, through the same
+/// key table as config_from_bridge_overrides (which calls it); unknown keys are listed in the
+/// report, never fatal.
+model::Config config_from_bridge_settings(const model::Config& base,
+                                          const std::vector<BridgeSetting>& settings,
+                                          ReadReport& report);
 
 }  // namespace epo::ingest
