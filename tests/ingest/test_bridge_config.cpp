@@ -274,3 +274,35 @@ TEST_CASE("the configuration block Bridge prints into a log, and file kinds") {
   CHECK_FALSE(looks_like_bridge_config("--num-layers 4 --hidden-size 8\n"));
   CHECK(looks_like_bridge_config("# x\nmodel:\n  num_layers: 4\n"));
 }
+
+TEST_CASE("mutated Bridge configurations: read, or refused with EPO's input error") {
+  const std::string seed = test::read_fixture("bridge/qwen3_30b_a3b_run_config.yaml");
+  const model::Config base = test::sample_config("qwen3-30b-a3b", 0);
+  const std::string inserts[] = {" ", "\t", ":", "- ", "[", "]", "{", "'", "\"", "&a ", "*a",
+                                 "\n", "#", "  ", "---\n", "|", "\\", ": "};
+  unsigned state = 7;
+  auto next = [&](size_t n) {
+    state = state * 1103515245u + 12345u;
+    return static_cast<size_t>((state >> 8) % n);
+  };
+  int read = 0, refused = 0;
+  for (int i = 0; i < 600; ++i) {
+    std::string text = seed;
+    for (int k = 0; k < 3; ++k) {
+      const size_t at = next(text.size());
+      if (next(2) == 0) text.erase(at, 1 + next(4));
+      else text.insert(at, inserts[next(sizeof inserts / sizeof inserts[0])]);
+    }
+    try {
+      ReadReport r;
+      config_from_bridge_config(base, text, "mutated", r);
+      ++read;
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::input);
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("not EPO's error: " << e.what() << "\n" << text);
+    }
+  }
+  CHECK(read + refused == 600);
+}
