@@ -1,6 +1,7 @@
 // epo check-log: what a training run did against what EPO predicts for its configuration — the
-// configuration found in the log (arguments block, Bridge's printed configuration) or given, whether EP overlap was active, the
-// steady-state step time, throughput and peak memory, and the gap to the prediction.
+// configuration found in the log (arguments block, Bridge's printed configuration) or given,
+// whether EP overlap was active, the steady-state step time, throughput and peak memory, and the
+// gap to the prediction.
 #include <cmath>
 #include <cstdio>
 #include <memory>

@@ -1,8 +1,8 @@
 // epo diff A B: two configurations (EPO JSON or plan, Megatron-LM arguments, Bridge overrides or
-// printed configuration, or training logs) predicted side by side: the settings that differ first, then step time, exposed
-// communication, memory, each setting's share of the change (A with B's value of that one
-// setting), the MoE layer's ops per step as `epo plan` explains its winner, and for logs the
-// measured change beside the predicted one.
+// printed configuration, or training logs) predicted side by side: the settings that differ
+// first, then step time, exposed communication, memory, each setting's share of the change (A
+// with B's value of that one setting), the MoE layer's ops per step as `epo plan` explains its
+// winner, and for logs the measured change beside the predicted one.
 #include <cmath>
 #include <cstdio>
 #include <map>

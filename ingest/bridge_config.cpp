@@ -140,8 +140,10 @@ model::Config config_from_bridge_config(const model::Config& base, const std::st
     if (dot == npos && none) {
       report.ignored.push_back(s.key);  // a section the run leaves unset (peft: null, ft: null)
     } else if (section == "comm_overlap") {
-      if (none) report.ignored.push_back(s.key);
-      else overlap.push_back(std::move(s));
+      if (none)
+        report.ignored.push_back(s.key);
+      else
+        overlap.push_back(std::move(s));
       if (!none && overlap.back().key == "comm_overlap.data_parallel_size") dp_named = true;
     } else {
       (section == "mixed_precision" ? precision : settings).push_back(std::move(s));

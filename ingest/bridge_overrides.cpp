@@ -67,7 +67,8 @@ model::Config config_from_bridge_settings(const model::Config& base,
     if (dest == "moe_flex_dispatcher_backend" && v.is_none()) backend_deleted = true;
     // TransformerConfig takes num_query_groups as given; Megatron-LM only with
     // --group-query-attention.
-    if (dest == "num_query_groups" && !v.is_none()) args.push_back({"group_query_attention", "True", w_key});
+    if (dest == "num_query_groups" && !v.is_none())
+      args.push_back({"group_query_attention", "True", w_key});
     args.push_back({dest, value, w_key});
   }
   model::Config c = apply_megatron_args(base, args, Unset::keep_base, report);

@@ -43,8 +43,10 @@ size_t comment_start(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     const char ch = s[i];
     if (quote) {
-      if (quote == '"' && ch == '\\') ++i;
-      else if (ch == quote) quote = 0;  // '' in single quotes closes and reopens: same state
+      if (quote == '"' && ch == '\\')
+        ++i;
+      else if (ch == quote)
+        quote = 0;  // '' in single quotes closes and reopens: same state
     } else if (ch == '#' && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) {
       return i;
     } else if ((ch == '"' || ch == '\'') && token_start(s, i)) {
@@ -61,8 +63,10 @@ int flow_balance(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     const char ch = s[i];
     if (quote) {
-      if (quote == '"' && ch == '\\') ++i;
-      else if (ch == quote) quote = 0;
+      if (quote == '"' && ch == '\\')
+        ++i;
+      else if (ch == quote)
+        quote = 0;
     } else if ((ch == '"' || ch == '\'') && token_start(s, i)) {
       quote = ch;
     } else if (ch == '[' || ch == '{') {
@@ -74,7 +78,9 @@ int flow_balance(const std::string& s) {
   return depth;
 }
 
-bool is_item(const std::string& t) { return t == "-" || t.rfind("- ", 0) == 0; }
+bool is_item(const std::string& t) {
+  return t == "-" || t.rfind("- ", 0) == 0;
+}
 
 class Parser {
  public:
@@ -187,8 +193,8 @@ class Parser {
       if (key[0] == '"' || key[0] == '\'') unquote(key, p, l.number, true, &key);
       if (!keys.insert(key).second) fail(l.number, "key '" + key + "' given twice");
       ++i_;
-      m->entries.emplace_back(key, inline_value(trim(l.text.substr(c + 1)), indent, true,
-                                                l.number, depth + 1));
+      m->entries.emplace_back(
+          key, inline_value(trim(l.text.substr(c + 1)), indent, true, l.number, depth + 1));
     }
     if (more() && lines_[i_].indent > indent)
       fail(lines_[i_].number, "bad indentation: deeper than the keys at column " +
@@ -217,8 +223,8 @@ class Parser {
       s->items.push_back(inline_value(rest, indent, false, number, depth + 1));
     }
     if (more() && lines_[i_].indent > indent)
-      fail(lines_[i_].number, "bad indentation: deeper than the items at column " +
-                                  std::to_string(indent + 1));
+      fail(lines_[i_].number,
+           "bad indentation: deeper than the items at column " + std::to_string(indent + 1));
     return s;
   }
 
@@ -233,10 +239,12 @@ class Parser {
     }
     NodePtr v;
     if (rest.empty()) {
-      if (more() && lines_[i_].indent > parent) v = node(lines_[i_].indent, depth);
+      if (more() && lines_[i_].indent > parent)
+        v = node(lines_[i_].indent, depth);
       else if (in_mapping && more() && lines_[i_].indent == parent && is_item(lines_[i_].text))
         v = sequence(parent, depth);
-      else v = scalar("", false, number);
+      else
+        v = scalar("", false, number);
     } else if (rest[0] == '*') {
       const auto it = anchors_.find(rest.substr(1));
       if (it == anchors_.end()) fail(number, "alias '" + rest + "' names no anchor before it");
@@ -253,7 +261,9 @@ class Parser {
       int block_indent = -1;
       while (more() && lines_[i_].indent > parent) {
         if (block_indent < 0) block_indent = lines_[i_].indent;
-        text += (text.empty() ? "" : rest[0] == '|' ? "\n" : " ") +
+        text += (text.empty()     ? ""
+                 : rest[0] == '|' ? "\n"
+                                  : " ") +
                 lines_[i_++].raw.substr(static_cast<size_t>(block_indent));
       }
       v = scalar(text, true, number);
@@ -306,11 +316,13 @@ class Parser {
           n->items.push_back(flow(s, p, number, depth + 1));
         }
         skip();
-        if (p < s.size() && s[p] == ',') ++p;
+        if (p < s.size() && s[p] == ',')
+          ++p;
         else if (p >= s.size() || s[p] != close)
           fail(number, std::string("expected ',' or '") + close + "' in a flow collection");
       }
-      if (p >= s.size()) fail(number, std::string("a flow collection is not closed with '") + close + "'");
+      if (p >= s.size())
+        fail(number, std::string("a flow collection is not closed with '") + close + "'");
       ++p;
       return n;
     }
@@ -320,8 +332,9 @@ class Parser {
       return scalar(text, true, number);
     }
     const size_t b = p;
-    while (p < s.size() && std::string(",[]{}").find(s[p]) == npos &&
-           !(key && s[p] == ':' && (p + 1 == s.size() || std::string(" ,}").find(s[p + 1]) != npos)))
+    while (
+        p < s.size() && std::string(",[]{}").find(s[p]) == npos &&
+        !(key && s[p] == ':' && (p + 1 == s.size() || std::string(" ,}").find(s[p + 1]) != npos)))
       ++p;
     return scalar(trim(s.substr(b, p - b)), false, number);
   }

@@ -14,7 +14,9 @@ using epo::test::run_epo;
 
 namespace {
 
-std::string data(const std::string& rel) { return epo::test::env_path("EPO_TEST_DATA", rel); }
+std::string data(const std::string& rel) {
+  return epo::test::env_path("EPO_TEST_DATA", rel);
+}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -78,9 +80,9 @@ TEST_CASE("epo check-log finds the configuration Bridge printed at start-up") {
 
 TEST_CASE("epo diff of two Bridge configurations") {
   const std::string on = data("bridge/qwen3_30b_a3b_run_config.yaml");
-  const std::string off = write(
-      "bc_overlap_off.yaml", replaced(read_text(on), "overlap_moe_expert_parallel_comm: true",
-                                      "overlap_moe_expert_parallel_comm: false"));
+  const std::string off =
+      write("bc_overlap_off.yaml", replaced(read_text(on), "overlap_moe_expert_parallel_comm: true",
+                                            "overlap_moe_expert_parallel_comm: false"));
   const auto r = run_epo("diff " + on + " " + off);
   INFO(r.output);
   CHECK(r.exit_code == 0);

@@ -84,9 +84,9 @@ TEST_CASE("a printed Bridge configuration of Qwen3-30B-A3B: every mapped setting
   model::Config c = config_from_bridge_config(test::blank_base(preset), text, "run_config.yaml", r);
   c.derive_and_check();
   test::check_same_model(preset.model, c.model);  // 48 layers, 128 experts top-8, GQA 4, ...
-  CHECK(c.num_gpus == 16);  // comm_overlap.data_parallel_size 8 x PP 2
+  CHECK(c.num_gpus == 16);  // comm_overlap.data_parallel_size 16 x TP 1 x PP 1
   CHECK(c.par.tp == 1);
-  CHECK(c.par.pp == 2);
+  CHECK(c.par.pp == 1);
   CHECK(c.par.vpp == 1);
   CHECK(c.par.cp == 1);
   CHECK(c.par.ep == 8);
@@ -200,8 +200,8 @@ TEST_CASE("YAML forms: flow lists and mappings, comments, null, quotes, folding,
   const auto& ckpt = *root->entries[2].second;
   CHECK(ckpt.entries[0].second->text ==
         "/results/a very long path that PyYAML folds onto the next line");
-  const auto q = parse_yaml("a: 'it''s'\nb: \"tab\\there\"\nc: it's plain # comment\nd: []\ne: {}\n",
-                            "q");
+  const auto q =
+      parse_yaml("a: 'it''s'\nb: \"tab\\there\"\nc: it's plain # comment\nd: []\ne: {}\n", "q");
   CHECK(q->entries[0].second->text == "it's");
   CHECK(q->entries[1].second->text == "tab\there");
   CHECK(q->entries[2].second->text == "it's plain");
@@ -227,8 +227,10 @@ TEST_CASE("Bridge's setup order: mixed_precision and comm_overlap win over model
 TEST_CASE("malformed YAML: an input error naming the file and line") {
   CHECK(contains(error_of("model:\n  num_layers: 4\n\thidden_size: 8\n"), "doc.yaml line 3"));
   CHECK(contains(error_of("model:\n  num_layers: 4\n\thidden_size: 8\n"), "tab"));
-  CHECK(contains(error_of("model:\n  num_layers: 4\n    hidden_size: 8\n"), "line 3: bad indentation"));
-  CHECK(contains(error_of("model:\n    num_layers: 4\n  hidden_size: 8\n"), "line 3: bad indentation"));
+  CHECK(contains(error_of("model:\n  num_layers: 4\n    hidden_size: 8\n"),
+                 "line 3: bad indentation"));
+  CHECK(contains(error_of("model:\n    num_layers: 4\n  hidden_size: 8\n"),
+                 "line 3: bad indentation"));
   CHECK(contains(error_of("model:\n  a: 1\n  a: 2\n"), "line 3: key 'a' given twice"));
   CHECK(contains(error_of("a: [1, 2\nb: 3\n"), "line 1"));
   CHECK(contains(error_of("a: 'open\nb: 3\n"), "line 1: a quoted string is not closed"));
@@ -239,7 +241,8 @@ TEST_CASE("malformed YAML: an input error naming the file and line") {
   std::string deep;
   for (int i = 0; i < 70; ++i) deep += std::string(2 * i, ' ') + "k" + std::to_string(i) + ":\n";
   CHECK(contains(error_of(deep + std::string(140, ' ') + "v: 1\n"), "deeper than 64"));
-  CHECK(contains(error_of("a: " + std::string(100, '[') + std::string(100, ']') + "\n"), "deeper than 64"));
+  CHECK(contains(error_of("a: " + std::string(100, '[') + std::string(100, ']') + "\n"),
+                 "deeper than 64"));
   std::string ok;
   for (int i = 0; i < 60; ++i) ok += std::string(2 * i, ' ') + "k" + std::to_string(i) + ":\n";
   CHECK(error_of(ok + std::string(120, ' ') + "v: 1\n").empty());
@@ -247,7 +250,8 @@ TEST_CASE("malformed YAML: an input error naming the file and line") {
   const model::Config base = test::sample_config("qwen3-30b-a3b", 0);
   CHECK_THROWS_AS(config_from_bridge_config(base, "# nothing\n", "empty.yaml", r), Error);
   CHECK_THROWS_AS(config_from_bridge_config(base, "- a\n- b\n", "list.yaml", r), Error);
-  CHECK_THROWS_AS(config_from_bridge_config(base, "model:\n  num_layers: four\n", "v.yaml", r), Error);
+  CHECK_THROWS_AS(config_from_bridge_config(base, "model:\n  num_layers: four\n", "v.yaml", r),
+                  Error);
 }
 
 TEST_CASE("the configuration block Bridge prints into a log, and file kinds") {
@@ -278,8 +282,8 @@ TEST_CASE("the configuration block Bridge prints into a log, and file kinds") {
 TEST_CASE("mutated Bridge configurations: read, or refused with EPO's input error") {
   const std::string seed = test::read_fixture("bridge/qwen3_30b_a3b_run_config.yaml");
   const model::Config base = test::sample_config("qwen3-30b-a3b", 0);
-  const std::string inserts[] = {" ", "\t", ":", "- ", "[", "]", "{", "'", "\"", "&a ", "*a",
-                                 "\n", "#", "  ", "---\n", "|", "\\", ": "};
+  const std::string inserts[] = {" ",   "\t", ":",  "- ", "[",  "]",     "{", "'",  "\"",
+                                 "&a ", "*a", "\n", "#",  "  ", "---\n", "|", "\\", ": "};
   unsigned state = 7;
   auto next = [&](size_t n) {
     state = state * 1103515245u + 12345u;
@@ -290,8 +294,10 @@ TEST_CASE("mutated Bridge configurations: read, or refused with EPO's input erro
     std::string text = seed;
     for (int k = 0; k < 3; ++k) {
       const size_t at = next(text.size());
-      if (next(2) == 0) text.erase(at, 1 + next(4));
-      else text.insert(at, inserts[next(sizeof inserts / sizeof inserts[0])]);
+      if (next(2) == 0)
+        text.erase(at, 1 + next(4));
+      else
+        text.insert(at, inserts[next(sizeof inserts / sizeof inserts[0])]);
     }
     try {
       ReadReport r;
