@@ -51,7 +51,10 @@ def env_of(text):
 
 def megatron_verdict(case):
     from megatron.training.arguments import parse_args, validate_args
-    from megatron.training.argument_utils import core_transformer_config_from_args
+    try:
+        from megatron.training.argument_utils import core_transformer_config_from_args
+    except ImportError:  # core_v0.15 and before keep it in arguments.py
+        from megatron.training.arguments import core_transformer_config_from_args
     argv = args_of(case["args"])
     if "--vocab-size" not in argv:
         argv += ["--vocab-size", "32000"]

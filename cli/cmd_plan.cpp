@@ -207,7 +207,7 @@ int run_plan(PlanArgs& a) {
   if (a.emit == "bridge") text = planner::emit_bridge(w.cfg, spec.ctx);
   else if (a.emit == "mlm")
     text = emit_mlm_with_model(w.cfg, spec.ctx);
-  else if (a.emit == "env") text = planner::emit_env(w.cfg);
+  else if (a.emit == "env") text = planner::emit_env(w.cfg, spec.ctx);
   else
     text = planner::emit_plan_json(w.cfg, prediction_json(w.cfg, w.pred), search_json(spec, r))
                .dump(2) + "\n";

@@ -41,7 +41,7 @@ int run_validate(ValidateArgs& a) {
                 a.example.c_str());
     std::printf("%s\n", planner::emit_bridge(c, ctx).c_str());
     std::printf("%s\n", emit_mlm_with_model(c, ctx).c_str());
-    std::printf("%s\n", planner::emit_env(c).c_str());
+    std::printf("%s\n", planner::emit_env(c, ctx).c_str());
     return report(c, ctx);
   }
   return report(build_config(a.cfg), ctx);

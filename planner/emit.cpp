@@ -297,7 +297,9 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
   return c;
 }
 
-std::string emit_env(const Config& c) {
+std::string emit_env(const Config& c) { return emit_env(c, ValidationContext{}); }
+
+std::string emit_env(const Config& c, const ValidationContext& ctx) {
   std::ostringstream os;
   const auto& o = c.opt;
   os << "# environment for " << c.model_name << " on " << c.num_gpus << " x " << c.hardware_name
@@ -323,10 +325,14 @@ std::string emit_env(const Config& c) {
     os << "export NVSHMEM_IB_ENABLE_IBGDA=1\n";
   os << "export NCCL_NVLS_ENABLE=0\n";
   os << "export TORCH_NCCL_AVOID_RECORD_STREAMS=1\n";
-  os << "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
+  // Megatron-LM up to core_v0.15 refuses expandable segments with any CUDA graph
+  // (arguments.py l.1196-1199 of core_v0.15.3); later releases take them with the pair below.
+  const bool graphs = o.cuda_graph_impl != CudaGraphImpl::none;
+  if (!(graphs && static_cast<int>(ctx.megatron) <= static_cast<int>(MegatronVersion::core_v0_15)))
+    os << "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
   // Megatron asserts this pair for TE CUDA graphs (arguments.py l.1961-1968, cuda_graphs.py
   // l.2193-2199): NCCL's graph registration with expandable segments faults.
-  if (o.cuda_graph_impl != CudaGraphImpl::none) os << "export NCCL_GRAPH_REGISTER=0\n";
+  if (graphs) os << "export NCCL_GRAPH_REGISTER=0\n";
   return os.str();
 }
 

@@ -19,6 +19,8 @@ std::string emit_bridge(const model::Config& cfg, const ValidationContext& ctx);
 std::string emit_mlm(const model::Config& cfg, const ValidationContext& ctx);
 /// Shell `export` lines: CUDA_DEVICE_MAX_CONNECTIONS, LayerNorm SM margins, backend variables.
 std::string emit_env(const model::Config& cfg);
+/// The same for the Megatron version and front end of `ctx` (older releases refuse some).
+std::string emit_env(const model::Config& cfg, const ValidationContext& ctx);
 /// {"schema_version":1,"kind":"plan","config":...,"prediction":...,"search":...}.
 nlohmann::json emit_plan_json(const model::Config& cfg, const nlohmann::json& prediction,
                               const nlohmann::json& search);

@@ -134,7 +134,7 @@ void add_overlap_rules(std::vector<Rule>& out) {
                    kOvl);
       },
       "drop --recompute-num-layers");
-  add(out, "MCORE-OVL-RECOMPUTE-MOE", kError, EPO_TC("3030-3032"), since(V::core_v0_19), kBothFrontends,
+  add(out, "MCORE-OVL-RECOMPUTE-MOE", kError, EPO_TC("3030-3032"), since(V::core_v0_17), kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!overlap(c) || !has_module(c.opt.recompute_modules, "moe")) return "";
         return cat("\"moe\" is in recompute_modules, which ", kOvl, " does not allow");

@@ -129,13 +129,13 @@ void add_mcore_graph_rules(std::vector<Rule>& out) {
       },
       "use --cuda-graph-modules attn (or none for the whole layer), or --megatron core_v0.16+");
   add(out, "MCORE-CUDA-GRAPH-FULL-ITERATION", kError, EPO_TC("2778-2783"),
-      ~bit(V::main) & kAllVersions, kBothFrontends,
+      until(V::core_v0_17), kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (c.opt.cuda_graph_impl != CudaGraphImpl::full_iteration) return "";
-        return "cuda_graph_impl = full_iteration does not exist before Megatron-Core main";
+        return "cuda_graph_impl = full_iteration does not exist before Megatron-Core core_v0.18";
       },
-      "use --cuda-graph-impl local with no --cuda-graph-modules, or --megatron main");
-  add(out, "MCORE-CUDA-GRAPH-FULL-ITERATION-MODULES", kError, EPO_TC("2794-2796"), bit(V::main),
+      "use --cuda-graph-impl local with no --cuda-graph-modules, or --megatron core_v0.18+");
+  add(out, "MCORE-CUDA-GRAPH-FULL-ITERATION-MODULES", kError, EPO_TC("2794-2796"), since(V::core_v0_18),
       kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (c.opt.cuda_graph_impl != CudaGraphImpl::full_iteration ||

@@ -17,6 +17,15 @@ bool mlm_graph_checks(const Config& c) {
 }  // namespace
 
 void add_mlm_rules(std::vector<Rule>& out) {
+  add(out, "MLM-GROUPED-GEMM-BF16", kError,
+      "Megatron-LM megatron/training/arguments.py:876-877 (core_v0.15.3; l.790-791 of core_v0.14.0)",
+      until(MegatronVersion::core_v0_15), kMlm,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!c.opt.moe_grouped_gemm || c.opt.params_dtype == model::ParamsDtype::bf16) return "";
+        return cat("Currently GroupedGEMM for MoE only supports bf16 dtype (parameters are ",
+                   model::to_string(c.opt.params_dtype), ")");
+      },
+      "use --params-dtype bf16, or --megatron core_v0.16+");
   add(out, "MLM-RECOMPUTE-SELECTIVE-METHOD", kError,
       "Megatron-LM megatron/training/arguments.py:1425-1428", kAllVersions, kMlm,
       [](const Config& c, const ValidationContext&) -> std::string {

@@ -10,6 +10,19 @@ namespace epo::planner::test {
 
 std::vector<RuleCase> frontend_rule_cases() {
   return {
+      {"MLM-GROUPED-GEMM-BF16",
+       [](Config& c, ValidationContext& x) {
+         x.frontend = Frontend::mlm;
+         x.megatron = MegatronVersion::core_v0_15;
+         no_overlap(c);
+         c.opt.params_dtype = model::ParamsDtype::fp16;
+       },
+       [](Config& c, ValidationContext& x) {
+         x.frontend = Frontend::mlm;
+         x.megatron = MegatronVersion::core_v0_16;
+         no_overlap(c);
+         c.opt.params_dtype = model::ParamsDtype::fp16;
+       }},
       {"MLM-CDMC-TP-CP",
        [](Config& c, ValidationContext& x) {
          x.frontend = Frontend::mlm;

@@ -80,11 +80,11 @@ std::vector<RuleCase> mcore_rule_cases() {
        }},
       {"MCORE-CUDA-GRAPH-FULL-ITERATION",
        [](Config& c, ValidationContext& x) {
-         x.megatron = V::core_v0_19;
+         x.megatron = V::core_v0_17;
          c.opt.cuda_graph_impl = CudaGraphImpl::full_iteration;
        },
        [](Config& c, ValidationContext& x) {
-         x.megatron = V::main;
+         x.megatron = V::core_v0_18;
          c.opt.cuda_graph_impl = CudaGraphImpl::full_iteration;
        }},
       {"MCORE-DELAY-WGRAD-NEEDS-OVL",

@@ -69,8 +69,8 @@ TEST_CASE("epo validate: every violation with id, fix and source; exit 3 on erro
   CHECK(w.code == 0);
   CHECK(has(w.out, "warning MCORE-OVL-CDMC1"));
   // A version switch changes the verdict.
-  CHECK(run_epo("validate --overlap --recompute selective --recompute-modules moe --megatron core_v0.18").code == 0);
-  CHECK(run_epo("validate --overlap --recompute selective --recompute-modules moe --megatron core_v0.19").code == 3);
+  CHECK(run_epo("validate --overlap --recompute selective --recompute-modules moe --megatron core_v0.16").code == 0);
+  CHECK(run_epo("validate --overlap --recompute selective --recompute-modules moe --megatron core_v0.17").code == 3);
   // Bad input is exit 2: a layout that does not divide, an unknown version.
   CHECK(run_epo("validate --tp 3").code == 2);
   CHECK(run_epo("validate --megatron core_v0.13").code == 2);

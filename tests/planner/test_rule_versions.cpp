@@ -19,12 +19,13 @@ ValidationContext at(V v, Frontend f = Frontend::bridge) {
 }
 }  // namespace
 
-TEST_CASE("\"moe\" in recompute_modules is rejected from core_v0.19 on") {
+TEST_CASE("\"moe\" in recompute_modules is rejected from core_v0.17 on") {
+  // core_v0.16.1's transformer_config.py has no such assert, core_v0.17.1's has (l.2124).
   Config c = example_config("alltoall");
   c.opt.recompute_granularity = epo::model::RecomputeGranularity::selective;
   c.opt.recompute_modules = {"moe"};
-  CHECK_FALSE(fires(c, at(V::core_v0_18), "MCORE-OVL-RECOMPUTE-MOE"));
-  CHECK(fires(c, at(V::core_v0_19), "MCORE-OVL-RECOMPUTE-MOE"));
+  CHECK_FALSE(fires(c, at(V::core_v0_16), "MCORE-OVL-RECOMPUTE-MOE"));
+  CHECK(fires(c, at(V::core_v0_17), "MCORE-OVL-RECOMPUTE-MOE"));
   CHECK(fires(c, at(V::main), "MCORE-OVL-RECOMPUTE-MOE"));
 }
 

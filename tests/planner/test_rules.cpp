@@ -89,7 +89,7 @@ TEST_CASE("version and frontend parsing") {
   CHECK_THROWS_AS(parse_version("2.x", "--te"), epo::Error);
   CHECK(parse_frontend("mlm", "--frontend") == Frontend::mlm);
   CHECK_THROWS_AS(parse_frontend("nemo", "--frontend"), epo::Error);
-  CHECK(find_rule("MCORE-OVL-RECOMPUTE-MOE").versions() == "core_v0.19+");
+  CHECK(find_rule("MCORE-OVL-RECOMPUTE-MOE").versions() == "core_v0.17+");
   CHECK(find_rule("MCORE-OVL-MTP-PP").versions() == "core_v0.16..core_v0.17");
   CHECK(find_rule("MCORE-EARLY-RELEASE-VERSION").versions() == "up to core_v0.15");
   CHECK(find_rule("MLM-CDMC-TP-CP").versions() == "all (mlm)");
