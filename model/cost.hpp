@@ -111,8 +111,16 @@ struct StepCosts {
   double framework_step_us = 0;
 };
 
-/// Computes every op cost for the configuration (which must have passed derive_and_check()).
+/// Computes every op cost for the configuration (which must have passed derive_and_check()):
+/// compute_shape_costs, then add_parallel_costs.
 StepCosts compute_step_costs(const Config& cfg);
+/// The costs set by one micro-batch's per-rank shapes: the layers, embedding, LM head and FLOPs
+/// per token. They read neither pp, vpp, the pipeline layout nor dp, so configurations that
+/// differ only there share them (the planner computes them once for all its pipeline layouts).
+StepCosts compute_shape_costs(const Config& cfg);
+/// The rest of compute_step_costs, which depends on pp and dp: the pipeline transfer, the
+/// data-parallel gradient reduce, the optimizer step and the framework's per-step host time.
+void add_parallel_costs(const Config& cfg, StepCosts& sc);
 /// SMs the flex dispatcher's kernels take in this configuration (Options::effective_comm_sms
 /// with the EP group's NVLink domains); 0 for other dispatchers.
 int flex_comm_sms(const Config& cfg);

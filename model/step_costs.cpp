@@ -84,7 +84,7 @@ int flex_comm_sms(const Config& cfg) {
   return cfg.opt.effective_comm_sms(detail::make_shapes(cfg).ep_domains == 1);
 }
 
-StepCosts compute_step_costs(const Config& cfg) {
+StepCosts compute_shape_costs(const Config& cfg) {
   using detail::build_layer;
   Builder b(cfg);
   const auto& m = cfg.model;
@@ -165,9 +165,27 @@ StepCosts compute_step_costs(const Config& cfg) {
     sc.lm_head_bwd = Builder::assemble(OpKind::lm_head_loss, Direction::backward,
                                        StreamKind::compute, {b.mem("loss.seeded_grad", T * h * 2)});
   }
+  // Model FLOPs per token as Megatron counts them (its num_floating_point_operations), so that
+  // TFLOP/s/GPU compares one to one with what Megatron-LM and Megatron-Bridge print.
+  sc.flops_per_token_model = model_flops_per_sequence(m, p.seq_length, p.tp) / p.seq_length;
+  sc.flops_per_token_computed = sc.flops_per_token_model;
+  if (m.num_experts > 0 && cfg.opt.capacity_factor > 0 && cfg.opt.capacity_factor < 1) {
+    ModelSpec no_routed = m;
+    no_routed.router_topk = 0;
+    const double rest = model_flops_per_sequence(no_routed, p.seq_length, p.tp) / p.seq_length;
+    sc.flops_per_token_computed =
+        rest + (sc.flops_per_token_model - rest) * cfg.opt.capacity_factor;
+  }
+  return sc;
+}
+
+void add_parallel_costs(const Config& cfg, StepCosts& sc) {
+  const auto& p = cfg.par;
+  const double T = static_cast<double>(cfg.tokens_per_microbatch());
+  const auto& m = cfg.model;
   // Pipeline transfer of one micro-batch's activations between stages.
   {
-    const double bytes = T * h * 2 / (p.sequence_parallel ? p.tp : 1);
+    const double bytes = T * m.hidden_size * 2 / (p.sequence_parallel ? p.tp : 1);
     const bool net = cfg.num_gpus > cfg.hw.nvlink_domain_size &&
                      p.tp * p.cp * p.dp >= cfg.hw.nvlink_domain_size;
     Component c;
@@ -215,18 +233,11 @@ StepCosts compute_step_costs(const Config& cfg) {
     sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
     sc.framework_step_us = cfg.hw.framework_step_host_us;
   }
+}
 
-  // Model FLOPs per token as Megatron counts them (its num_floating_point_operations), so that
-  // TFLOP/s/GPU compares one to one with what Megatron-LM and Megatron-Bridge print.
-  sc.flops_per_token_model = model_flops_per_sequence(m, p.seq_length, p.tp) / p.seq_length;
-  sc.flops_per_token_computed = sc.flops_per_token_model;
-  if (m.num_experts > 0 && cfg.opt.capacity_factor > 0 && cfg.opt.capacity_factor < 1) {
-    ModelSpec no_routed = m;
-    no_routed.router_topk = 0;
-    const double rest = model_flops_per_sequence(no_routed, p.seq_length, p.tp) / p.seq_length;
-    sc.flops_per_token_computed =
-        rest + (sc.flops_per_token_model - rest) * cfg.opt.capacity_factor;
-  }
+StepCosts compute_step_costs(const Config& cfg) {
+  StepCosts sc = compute_shape_costs(cfg);
+  add_parallel_costs(cfg, sc);
   return sc;
 }
 

@@ -91,7 +91,7 @@ void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
 /// Fast mode, phase 1: rules, memory lower bound, step-time lower bound.
 void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
                  std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out,
-                 std::vector<Bounded>& passed) {
+                 std::vector<Bounded>& passed, detail::ShapeCostCache& shape_costs) {
   Config work = spec.base;
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
@@ -113,7 +113,11 @@ void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
     }
     double lb = 0;
     try {
-      lb = step_lower_bound_us(work, model::compute_step_costs(work));
+      BoundCosts bc = shape_costs.shape_part(c, work);
+      model::StepCosts parallel;
+      model::add_parallel_costs(work, parallel);
+      set_bound_parallel_costs(parallel, bc);
+      lb = step_lower_bound_us(work, bc);
     } catch (const std::exception&) {
       lb = 0;  // the prediction will say what is wrong
     }
@@ -244,8 +248,10 @@ SearchResult search(const SearchSpec& spec) {
   } else {
     // Phase 1 (cheap, everything): rules and bounds. Phase 2: predictions in bound order.
     std::vector<std::vector<Bounded>> passed(static_cast<size_t>(threads));
+    detail::ShapeCostCache shape_costs;
     run_pool(res.generated, [&](WorkerOut& o) {
-      run_filters(spec, cands, cursor, done, o, passed[static_cast<size_t>(&o - outs.data())]);
+      run_filters(spec, cands, cursor, done, o, passed[static_cast<size_t>(&o - outs.data())],
+                  shape_costs);
     });
     std::vector<Bounded> order;
     for (auto& v : passed) order.insert(order.end(), v.begin(), v.end());

@@ -2,12 +2,17 @@
 // The search's pruning state (internal to planner/search.cpp and planner/step_bound.cpp): the
 // bounds of a candidate that passed the cheap filters and the incumbents they are tested against.
 #include <algorithm>
+#include <cstddef>
+#include <functional>
 #include <mutex>
 #include <queue>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "model/config.hpp"
+#include "planner/search.hpp"
+#include "planner/step_bound.hpp"
 
 namespace epo::planner::detail {
 
@@ -25,6 +30,32 @@ struct Bounded {
 /// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
 /// lower bound of the predicted memory.
 double in_flight_lower_bound(const model::Config& cfg);
+
+/// The shape part of the step bound's costs (bound_shape_costs of model::compute_shape_costs) by
+/// candidate, shared by the filter workers. Candidates that differ only in pp, vpp and the
+/// pipeline layout share it: compute_shape_costs reads none of them, nor dp. DeepSeek-V3 on 1,024
+/// GPUs has about ten pipeline layouts per shape, and the cost model took most of the filters'
+/// time before.
+class ShapeCostCache {
+ public:
+  /// The shape part for candidate `c`; `cfg` is the search's base with `c` applied. Throws what
+  /// compute_shape_costs throws (nothing is kept then).
+  BoundCosts shape_part(const Candidate& c, const model::Config& cfg);
+
+ private:
+  /// The candidate's fields that the shape costs depend on.
+  struct Key {
+    std::int16_t tp, cp, ep, etp, mbs, comm_sms;
+    std::uint8_t dispatcher, backend, overlap, delay_wgrad, early_release, recompute, cuda_graph;
+    bool operator==(const Key& o) const;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const;
+  };
+  static Key key_of(const Candidate& c);
+  std::mutex mu_;
+  std::unordered_map<Key, BoundCosts, KeyHash> map_;
+};
 
 /// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is
 /// skipped (it can enter neither the top N, nor the Pareto front, nor a reference).

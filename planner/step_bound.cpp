@@ -34,17 +34,6 @@ double least_ns(const model::OpCost& op) {
   return op.device_ns > 0 ? std::min(d, static_cast<double>(op.device_ns)) : d;
 }
 
-/// Per-layer sums of one layer kind, in nanoseconds.
-struct LayerSums {
-  double compute_f = 0;  ///< forward compute-stream work
-  double compute_b = 0;  ///< backward + weight-gradient compute-stream work
-  double wgrad = 0;      ///< weight-gradient compute (a separate, movable op when delayed)
-  double comm_f = 0;     ///< forward communication-stream work (dispatch + combine)
-  double comm_b = 0;
-  double max_comm_f = 0, max_comm_b = 0;  ///< the largest single communication op
-  double host = 0;  ///< the host's issue time of all the layer's ops (forward and backward)
-};
-
 LayerSums sums_of(const model::LayerCosts& l) {
   LayerSums s;
   for (const auto& op : l.ops) {
@@ -76,13 +65,36 @@ struct ChunkSums {
 
 }  // namespace
 
+BoundCosts bound_shape_costs(const model::StepCosts& costs) {
+  BoundCosts b;
+  b.moe = sums_of(costs.moe_layer);
+  b.dense = sums_of(costs.dense_layer);
+  b.mtp = sums_of(costs.mtp_layer);
+  b.embedding_f_ns = compute_of(costs.embedding_fwd);
+  b.embedding_b_ns = compute_of(costs.embedding_bwd);
+  b.lm_head_f_ns = compute_of(costs.lm_head_fwd);
+  b.lm_head_b_ns = compute_of(costs.lm_head_bwd);
+  return b;
+}
+
+void set_bound_parallel_costs(const model::StepCosts& costs, BoundCosts& b) {
+  b.dp_grad_reduce_ns = static_cast<double>(costs.dp_grad_reduce.duration_ns);
+  b.optimizer_step_us = costs.optimizer_step_us;
+  b.framework_step_us = costs.framework_step_us;
+}
+
 double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& costs) {
+  BoundCosts b = bound_shape_costs(costs);
+  set_bound_parallel_costs(costs, b);
+  return step_lower_bound_us(cfg, b);
+}
+
+double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs) {
   const int P = cfg.par.pp, V = cfg.par.vpp;
   const int M = std::max(1, cfg.par.num_microbatches());
   const bool overlapped = cfg.opt.overlap_moe_expert_parallel_comm;
   const bool delayed_wgrad = overlapped && cfg.opt.delay_wgrad_compute;
-  const LayerSums moe = sums_of(costs.moe_layer), dense = sums_of(costs.dense_layer);
-  const LayerSums mtp = sums_of(costs.mtp_layer);
+  const LayerSums &moe = costs.moe, &dense = costs.dense, &mtp = costs.mtp;
   const std::vector<int> stage_layers = model::virtual_stage_layers(cfg);
   const int stages = P * V;
   std::vector<ChunkSums> chunk(static_cast<std::size_t>(stages));  // [stage = chunk * P + rank]
@@ -104,12 +116,12 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
     }
     first_layer += stage_layers[static_cast<std::size_t>(st)];
     if (st == 0) {
-      c.compute_f += compute_of(costs.embedding_fwd);
-      c.compute_b += compute_of(costs.embedding_bwd);
+      c.compute_f += costs.embedding_f_ns;
+      c.compute_b += costs.embedding_b_ns;
     }
     if (st == stages - 1) {
-      c.compute_f += compute_of(costs.lm_head_fwd);
-      c.compute_b += compute_of(costs.lm_head_bwd);
+      c.compute_f += costs.lm_head_f_ns;
+      c.compute_b += costs.lm_head_b_ns;
       if (cfg.model.mtp_num_layers > 0) {
         // The MTP layer's compute only: its communication is left out of the chains.
         c.compute_f += mtp.compute_f;
@@ -153,13 +165,54 @@ double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& cos
     fill += c0.compute_f + c0.chain_gap_f;
     drain += c0.compute_b - (delayed_wgrad ? c0.wgrad : 0.0) + c0.chain_gap_b;
   }
-  if (!cfg.opt.overlap_grad_reduce) best += static_cast<double>(costs.dp_grad_reduce.duration_ns);
+  if (!cfg.opt.overlap_grad_reduce) best += costs.dp_grad_reduce_ns;
   // The optimizer step and the framework's per-step host time follow the step's last backward in
   // every schedule (model::predict).
   return kSlack * best / 1000.0 + costs.optimizer_step_us + costs.framework_step_us;
 }
 
 namespace detail {
+
+ShapeCostCache::Key ShapeCostCache::key_of(const Candidate& c) {
+  return {c.tp,         c.cp,      c.ep,      c.etp,         c.mbs,
+          c.comm_sms,   c.dispatcher, c.backend, c.overlap, c.delay_wgrad,
+          c.early_release, c.recompute, c.cuda_graph};
+}
+
+bool ShapeCostCache::Key::operator==(const Key& o) const {
+  return tp == o.tp && cp == o.cp && ep == o.ep && etp == o.etp && mbs == o.mbs &&
+         comm_sms == o.comm_sms && dispatcher == o.dispatcher && backend == o.backend &&
+         overlap == o.overlap && delay_wgrad == o.delay_wgrad &&
+         early_release == o.early_release && recompute == o.recompute &&
+         cuda_graph == o.cuda_graph;
+}
+
+std::size_t ShapeCostCache::KeyHash::operator()(const Key& k) const {
+  std::uint64_t h = 0;
+  for (const long long v : {static_cast<long long>(k.tp), static_cast<long long>(k.cp),
+                            static_cast<long long>(k.ep), static_cast<long long>(k.etp),
+                            static_cast<long long>(k.mbs), static_cast<long long>(k.comm_sms),
+                            static_cast<long long>(k.dispatcher), static_cast<long long>(k.backend),
+                            static_cast<long long>(k.overlap), static_cast<long long>(k.delay_wgrad),
+                            static_cast<long long>(k.early_release),
+                            static_cast<long long>(k.recompute), static_cast<long long>(k.cuda_graph)})
+    h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+BoundCosts ShapeCostCache::shape_part(const Candidate& c, const model::Config& cfg) {
+  const Key k = key_of(c);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = map_.find(k);
+    if (it != map_.end()) return it->second;
+  }
+  // Computed outside the lock: two workers may both compute a shape, with the same result.
+  const BoundCosts b = bound_shape_costs(model::compute_shape_costs(cfg));
+  std::lock_guard<std::mutex> lock(mu_);
+  map_.emplace(k, b);
+  return b;
+}
 
 /// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
 /// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower

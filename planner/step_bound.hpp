@@ -6,6 +6,34 @@
 
 namespace epo::planner {
 
+/// Per-layer sums of one layer kind, in nanoseconds (the least time each op takes).
+struct LayerSums {
+  double compute_f = 0;  ///< forward compute-stream work
+  double compute_b = 0;  ///< backward + weight-gradient compute-stream work
+  double wgrad = 0;      ///< weight-gradient compute (a separate, movable op when delayed)
+  double comm_f = 0;     ///< forward communication-stream work (dispatch + combine)
+  double comm_b = 0;
+  double max_comm_f = 0, max_comm_b = 0;  ///< the largest single communication op
+  double host = 0;  ///< the host's issue time of all the layer's ops (forward and backward)
+};
+
+/// What the bound reads of model::StepCosts. The shape part (layers, embedding, LM head) comes
+/// from model::compute_shape_costs alone and is the same for every pipeline layout, so the search
+/// computes it once per shape; the rest from model::add_parallel_costs.
+struct BoundCosts {
+  LayerSums moe, dense, mtp;
+  double embedding_f_ns = 0, embedding_b_ns = 0, lm_head_f_ns = 0, lm_head_b_ns = 0;
+  double dp_grad_reduce_ns = 0, optimizer_step_us = 0, framework_step_us = 0;
+};
+
+/// The shape part of BoundCosts from `costs` (compute_shape_costs or compute_step_costs).
+BoundCosts bound_shape_costs(const model::StepCosts& costs);
+/// Sets the parallel part of `b` from `costs` (add_parallel_costs or compute_step_costs).
+void set_bound_parallel_costs(const model::StepCosts& costs, BoundCosts& b);
+
+/// step_lower_bound_us from the reduced costs; `costs` must be those of `cfg`.
+double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs);
+
 /// Lower bound (microseconds) of predict(cfg, PredictMode::fast).step_time_us from the op costs
 /// alone: per pipeline rank, the pipeline fill before its first step, the work of its compute
 /// stream (the communication a lone forward or backward step waits for included) or of its
