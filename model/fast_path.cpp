@@ -1,6 +1,8 @@
 #include "model/fast_path.hpp"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "model/error.hpp"
 #include "model/fast_path_detail.hpp"
@@ -81,6 +83,15 @@ VirtualMicrobatch lookup(const std::vector<VirtualMicrobatch>& table, int k, boo
 
 }  // namespace
 
+long long fast_path_memo_hits() { return workspace().memo_hits; }
+
+void clear_fast_path_memo() {
+  Workspace& ws = workspace();
+  ws.memo_contexts.clear();
+  ws.memo_types.clear();
+  ws.memo_steps.clear();
+}
+
 int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped) {
   const int P = cfg.par.pp, V = cfg.par.vpp, M = cfg.par.num_microbatches();
   const std::vector<int> stage_layers = virtual_stage_layers(cfg);
@@ -136,8 +147,15 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
   check_pipeline_slots(cfg);
   check_interleaved_microbatches(cfg);
   check_step_work(cfg, costs);  // nanosecond times cannot overflow (model/limits.hpp)
+  detail::set_memo_context(ws, cfg, costs, overlapped, options);
   const int total = M * V;
   ws.stage_layers = virtual_stage_layers(cfg);
+  detail::set_step_key(ws, cfg, costs);
+  if (const auto hit = ws.memo_steps.find(ws.memo_key); hit != ws.memo_steps.end()) {
+    ++ws.memo_hits;
+    return hit->second;
+  }
+  std::string step_key = ws.memo_key;
   ws.sigs.clear();
   ws.sig_of.assign(static_cast<std::size_t>(P) * V, -1);
   ws.chunk_layers.assign(static_cast<std::size_t>(P) * V, 0);
@@ -292,6 +310,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
   out.num_step_types = static_cast<int>(ws.timings.size() + ws.last_timings.size());
   const double per_chunk = static_cast<double>(std::max(1, runs[0].total_layers)) / V;
   out.microbatches_in_flight = activation_peak_layers_fast(cfg, 0, overlapped) / per_chunk;
+  ws.memo_steps.emplace(std::move(step_key), out);
   return out;
 }
 

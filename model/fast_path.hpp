@@ -36,6 +36,12 @@ struct FastResult {
 FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
                      const SimOptions& options = {});
 
+/// The calling thread's fast_step memo (step types and whole steps by their complete input; see
+/// model/fast_path_detail.hpp): how often it answered since the thread began, and a way to empty
+/// it so that a test can compare answers from the memo with fresh ones.
+long long fast_path_memo_hits();
+void clear_fast_path_memo();
+
 /// Peak layer activations of one rank from Megatron's step order alone (no op list): the same
 /// count as activation_peak_layers(build_schedule(cfg, pp_rank, overlapped)).
 int activation_peak_layers_fast(const Config& cfg, int pp_rank, bool overlapped);

@@ -2,10 +2,13 @@
 // Step types of the steady-state fast path (internal to model/): their shapes, simulated timings
 // and per-thread buffers (fast_path_types.cpp), used by the pipeline recursion (fast_path.cpp).
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/config.hpp"
 #include "model/cost.hpp"
+#include "model/fast_path.hpp"
 #include "model/schedule.hpp"
 #include "model/simulate.hpp"
 #include "model/timeline.hpp"
@@ -89,10 +92,35 @@ struct Workspace {
   std::vector<Timing> last_timings;
   std::vector<TimeNs> fwd_arrival, bwd_arrival;  // [stage * M + mb]
   std::vector<Interval> ep, compute;
+  // Simulated step types and whole steps by their complete input, across calls: the planner
+  // predicts many configurations whose layers cost the same (pipeline layouts of one shape;
+  // options that move no op, such as CUDA graphs where the profile has no host time per op) and
+  // whose step types repeat. A context is everything a step type's simulation reads besides the
+  // two chunk shapes (set_memo_context); its bytes map to a small id, and a type's key is that id
+  // with the shapes, a step's that id with the pipeline layout. All three tables are emptied
+  // together when one grows past its cap.
+  std::unordered_map<std::string, int> memo_contexts;
+  std::unordered_map<std::string, Timing> memo_types;
+  std::unordered_map<std::string, FastResult> memo_steps;
+  int memo_context = -1;  // the current fast_step's context id
+  long long memo_hits = 0;
+  std::string memo_key;   // scratch
 };
 
 /// The calling thread's workspace.
 Workspace& workspace();
+
+/// Sets ws.memo_context for the step types fast_step is about to simulate: every op cost the
+/// simulation resolves (durations, host and device times, kernels, link, SMs and the compute rate
+/// beside it), the options the schedule builder and the simulator read, the model's layer kinds,
+/// the host synchronisation time, `overlapped` and `options`. The gradient reduce, which only a
+/// chunk's last backward runs, is part of that type's key instead, so that layouts with another
+/// data-parallel size share the other types.
+void set_memo_context(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
+                      const SimOptions& options);
+/// Sets ws.memo_key to the key of a whole step: the context with the gradient reduce, pp, vpp,
+/// the micro-batch count and the layers of every virtual stage (ws.stage_layers, already set).
+void set_step_key(Workspace& ws, const Config& cfg, const StepCosts& costs);
 
 /// Timing of a step type: simulated with at most kKeep+1 repeated layers per side, extrapolated
 /// by the per-two-layer increment (two, so that a period-two steady state extrapolates exactly).

@@ -23,6 +23,44 @@ ChunkShape shape_of(const Config& cfg, const ShapeSig& s, int repeat_count, bool
   return c;
 }
 
+/// Appends the bytes of a value (plain data: integers, doubles, enums) to a memo key.
+template <typename T>
+void put(std::string& key, const T& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+/// Everything the simulator takes from an op cost (resolve_op, Simulator::prepare).
+void put_op(std::string& key, const HardwareProfile& hw, const OpCost& op) {
+  put(key, op.kind);
+  put(key, op.dir);
+  put(key, op.stream);
+  put(key, op.link);
+  put(key, op.sms);
+  put(key, op.num_kernels);
+  put(key, op.duration_ns);
+  put(key, op.host_ns);
+  put(key, op.device_ns);
+  put(key, op.host_blocks);
+  put(key, compute_rate_under_comm(hw, op.link, op.sms));
+}
+
+void put_shape(std::string& key, const ChunkShape* c) {
+  if (!c) {
+    put(key, -1);
+    return;
+  }
+  put(key, c->first_layer);
+  put(key, c->num_layers);
+  put(key, c->mtp);
+  put(key, c->first_stage);
+  put(key, c->last_stage);
+}
+
+/// Bounds on the memo (entries): a context is a few kilobytes, a step type a few hundred bytes.
+constexpr std::size_t kMaxContexts = 8192;
+constexpr std::size_t kMaxTypes = 65536;
+constexpr std::size_t kMaxSteps = 16384;
+
 constexpr int kReps = 3;
 constexpr int kKeep = 4;  // repeated layers kept in a simulated step
 
@@ -147,6 +185,58 @@ Workspace& workspace() {
   return ws;
 }
 
+void set_step_key(Workspace& ws, const Config& cfg, const StepCosts& costs) {
+  std::string& key = ws.memo_key;
+  key.clear();
+  put(key, ws.memo_context);
+  put_op(key, cfg.hw, costs.dp_grad_reduce);
+  put(key, cfg.par.pp);
+  put(key, cfg.par.vpp);
+  put(key, cfg.par.num_microbatches());
+  for (const int n : ws.stage_layers) put(key, n);
+}
+
+void set_memo_context(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
+                      const SimOptions& options) {
+  std::string& key = ws.memo_key;
+  key.clear();
+  for (const LayerCosts* l : {&costs.moe_layer, &costs.dense_layer, &costs.mtp_layer}) {
+    put(key, l->is_moe);
+    put(key, l->ops.size());
+    for (const OpCost& op : l->ops) put_op(key, cfg.hw, op);
+  }
+  for (const OpCost* op : {&costs.embedding_fwd, &costs.embedding_bwd, &costs.lm_head_fwd,
+                           &costs.lm_head_bwd, &costs.pp_send_recv})
+    put_op(key, cfg.hw, *op);
+  const Options& o = cfg.opt;
+  put(key, o.dispatcher);
+  put(key, o.flex_backend);
+  put(key, o.capacity_factor);
+  put(key, o.delay_wgrad_compute);
+  put(key, o.ep_overlap_early_attn_memory_release);
+  put(key, o.overlap_grad_reduce);
+  put(key, o.cuda_device_max_connections);
+  put(key, cfg.model.num_layers);
+  put(key, cfg.model.num_experts);
+  put(key, cfg.model.first_k_dense_layers);
+  put(key, cfg.model.mtp_num_layers);
+  put(key, cfg.hw.host_sync_us);
+  put(key, overlapped);
+  put(key, options.contention);
+  put(key, options.sm_admission);
+  put(key, options.host_blocking);
+  put(key, options.compute_rate_under_comm);
+  put(key, options.host_head_start_ns);
+  if (ws.memo_contexts.size() >= kMaxContexts || ws.memo_types.size() >= kMaxTypes ||
+      ws.memo_steps.size() >= kMaxSteps) {
+    ws.memo_contexts.clear();
+    ws.memo_types.clear();
+    ws.memo_steps.clear();
+  }
+  const auto it = ws.memo_contexts.emplace(key, static_cast<int>(ws.memo_contexts.size())).first;
+  ws.memo_context = it->second;
+}
+
 Timing type_timing(Workspace& ws, const Config& cfg, const StepCosts& costs, bool overlapped,
                    const SimOptions& options, int f_sig, int b_sig, int total_layers) {
   const bool repeat_moe = cfg.model.num_experts > 0;
@@ -159,8 +249,23 @@ Timing type_timing(Workspace& ws, const Config& cfg, const StepCosts& costs, boo
     ChunkShape fs, bs;
     if (f_sig >= 0) fs = shape_of(cfg, ws.sigs[f_sig], units(f_sig) - less, repeat_moe);
     if (b_sig >= 0) bs = shape_of(cfg, ws.sigs[b_sig], units(b_sig) - less, repeat_moe);
-    return simulate_type(ws, cfg, costs, overlapped, options, f_sig >= 0 ? &fs : nullptr,
-                         b_sig >= 0 ? &bs : nullptr, total_layers);
+    const ChunkShape* f = f_sig >= 0 ? &fs : nullptr;
+    const ChunkShape* b = b_sig >= 0 ? &bs : nullptr;
+    std::string& key = ws.memo_key;
+    key.clear();
+    put(key, ws.memo_context);
+    put_shape(key, f);
+    put_shape(key, b);
+    put(key, total_layers);
+    if (total_layers > 0) put_op(key, cfg.hw, costs.dp_grad_reduce);
+    const auto hit = ws.memo_types.find(key);
+    if (hit != ws.memo_types.end()) {
+      ++ws.memo_hits;
+      return hit->second;
+    }
+    const Timing t = simulate_type(ws, cfg, costs, overlapped, options, f, b, total_layers);
+    ws.memo_types.emplace(ws.memo_key, t);
+    return t;
   };
   const Timing a = run(removed);
   if (removed == 0) return a;
