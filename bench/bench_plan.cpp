@@ -1,6 +1,6 @@
 // Time to plan over the full search space, candidates per second, and proof that the fast search
 // (rules and memory before the model) finds what exhaustive evaluation (the model on every
-// candidate) finds. Goals: DeepSeek-V3 on 1024 H100 in under 5 s and the default plan
+// candidate) finds. Goals: DeepSeek-V3 on 1024 H100 in at most 1 s and the default plan
 // (Qwen3-30B-A3B on 16 H100, what `epo plan` shows) in at most 3 s on the build machine.
 // Flags: --json FILE, -n N (repetitions of the fast search, best time kept; default 3).
 #include <cstdio>
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     if (std::string(k.model) == "deepseek-v3") dsv3_seconds = best;
     if (std::string(k.model) == "qwen3-30b-a3b") default_seconds = best;
   }
-  rep.goal("time to plan DeepSeek-V3 on 1024 H100 (full space)", dsv3_seconds, "<=", 5.0, "s");
+  rep.goal("time to plan DeepSeek-V3 on 1024 H100 (full space)", dsv3_seconds, "<=", 1.0, "s");
   rep.goal("time to plan the default, Qwen3-30B-A3B on 16 H100 (full space)", default_seconds,
            "<=", 3.0, "s");
   rep.goal("fast search winners differing from exhaustive evaluation", mismatches, "<=", 0, "cases");

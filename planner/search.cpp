@@ -204,6 +204,9 @@ int dispatch_class(const Candidate& c) {
 
 SearchResult search(const SearchSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
+  // The workers are new threads with empty fast-path memos; the calling thread's is emptied too,
+  // so that the time of a search does not depend on what the process predicted before.
+  model::clear_fast_path_memo();
   SearchResult res;
   std::vector<Candidate> cands = generate_candidates(spec);
   res.generated = static_cast<long long>(cands.size());
