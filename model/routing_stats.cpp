@@ -226,4 +226,41 @@ RoutingSample sample_routing(const RoutingShape& s, RoutingKind kind, double ske
   return out;
 }
 
+/// Expected experts that receive at least one of `pairs_total` token-expert pairs when the
+/// executor's skewed routing draws each token's `topk` distinct experts in proportion to their
+/// popularity (model::expert_popularity; executor: ln popularity plus Gumbel noise, whose top-k
+/// is such a draw): a grouped GEMM skips the empty experts, so they cost no library call and
+/// accumulate no weight gradient. Selection rates from a seeded sample, cached per shape.
+double nonempty_experts_skewed(int experts, int topk, double skew, unsigned seed,
+                               double pairs_total) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, double, unsigned>, std::vector<double>> cache;
+  std::vector<double> rate;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& r = cache[{experts, topk, skew, seed}];
+    if (r.empty()) {
+      constexpr int kSampleTokens = 4096;
+      const auto pop = expert_popularity(experts, RoutingKind::skewed, skew, seed);
+      std::mt19937_64 gen(12345);
+      std::uniform_real_distribution<double> uniform(1e-12, 1.0);
+      r.assign(static_cast<std::size_t>(experts), 0.0);
+      std::vector<std::pair<double, int>> score(static_cast<std::size_t>(experts));
+      const int k = std::min(topk, experts);
+      for (int t = 0; t < kSampleTokens; ++t) {
+        for (int e = 0; e < experts; ++e)
+          score[e] = {std::log(pop[e]) - std::log(-std::log(uniform(gen))), e};
+        std::partial_sort(score.begin(), score.begin() + k, score.end(),
+                          [](const auto& a, const auto& b) { return a.first > b.first; });
+        for (int j = 0; j < k; ++j) r[score[j].second] += 1.0 / kSampleTokens;
+      }
+    }
+    rate = r;
+  }
+  const double tokens = pairs_total / std::max(1, topk);
+  double n = 0;
+  for (double p : rate) n += 1.0 - std::pow(1.0 - std::min(1.0, p), tokens);
+  return n;
+}
+
 }  // namespace epo::model

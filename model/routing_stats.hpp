@@ -48,4 +48,10 @@ struct RoutingSample {
 RoutingSample sample_routing(const RoutingShape& s, RoutingKind kind, double skew,
                              int num_tokens, int num_units, unsigned seed);
 
+/// Expected experts that receive at least one of `pairs_total` token-expert pairs when skewed
+/// routing draws each token's `topk` distinct experts in proportion to their popularity (the
+/// executor's virtual ranks: empty experts cost no library call). Cached per shape.
+double nonempty_experts_skewed(int experts, int topk, double skew, unsigned seed,
+                               double pairs_total);
+
 }  // namespace epo::model
