@@ -43,28 +43,35 @@ void print_read_report(const std::string& what, const ingest::ReadReport& r) {
   }
 }
 
-model::Config apply_mlm_args_file(const model::Config& base, const std::string& path) {
+namespace {
+/// Reads `path` (or standard input for "-") with `read` and reports what it read as `kind`.
+template <class Read>
+model::Config apply_file(const model::Config& base, const std::string& path, const char* kind,
+                         Read read) {
   ingest::ReadReport r;
   const std::string source = path == "-" ? "standard input" : path;
-  model::Config c = ingest::config_from_mlm_args(base, read_text_input(path), source, r);
-  print_read_report("Megatron-LM arguments " + source, r);
+  model::Config c = read(base, read_text_input(path), source, r);
+  print_read_report(std::string(kind) + " " + source, r);
   return c;
+}
+}  // namespace
+
+model::Config apply_mlm_args_file(const model::Config& base, const std::string& path) {
+  return apply_file(base, path, "Megatron-LM arguments",
+                    [](const model::Config& b, const std::string& t, const std::string& s,
+                       ingest::ReadReport& r) { return ingest::config_from_mlm_args(b, t, s, r); });
 }
 
 model::Config apply_bridge_config_file(const model::Config& base, const std::string& path) {
-  ingest::ReadReport r;
-  const std::string source = path == "-" ? "standard input" : path;
-  model::Config c = ingest::config_from_bridge_config(base, read_text_input(path), source, r);
-  print_read_report("Bridge configuration " + source, r);
-  return c;
+  return apply_file(base, path, "Bridge configuration",
+                    [](const model::Config& b, const std::string& t, const std::string& s,
+                       ingest::ReadReport& r) { return ingest::config_from_bridge_config(b, t, s, r); });
 }
 
 model::Config apply_bridge_file(const model::Config& base, const std::string& path) {
-  ingest::ReadReport r;
-  const std::string source = path == "-" ? "standard input" : path;
-  model::Config c = ingest::config_from_bridge_overrides(base, read_text_input(path), source, r);
-  print_read_report("Bridge overrides " + source, r);
-  return c;
+  return apply_file(base, path, "Bridge overrides",
+                    [](const model::Config& b, const std::string& t, const std::string& s,
+                       ingest::ReadReport& r) { return ingest::config_from_bridge_overrides(b, t, s, r); });
 }
 
 }  // namespace epo::cli
