@@ -102,6 +102,10 @@ struct OpClusterFit {
   int rows = 0;
   std::vector<std::string> fields;  ///< what was fitted
   double before = 0, after = 0;     ///< mean |ln(predicted / published)| on its rows
+  /// FP8 against BF16 layer pairs the FP8 GEMM efficiency was fitted on (0: not fitted), and
+  /// the mean |ln error| of their time ratio before and after.
+  int fp8_pairs = 0;
+  double fp8_before = 0, fp8_after = 0;
 };
 
 /// Fits, per cluster, comm_row_us, with nvlink_efficiency where the selected rows stay inside one
@@ -112,6 +116,11 @@ struct OpClusterFit {
 std::map<std::string, OpClusterFit> fit_op_benchmarks(const std::vector<OpBenchRow>& rows,
                                                       const OpSelect& fit_on,
                                                       const std::string& date);
+/// Fits, per cluster with published MoE-layer times in both FP8 and BF16, the FP8 GEMM efficiency
+/// on the ratio of each pair's times (what FP8 changes; what both share cancels), into `fits`
+/// (adding the cluster where the bandwidth fit left it out).
+void fit_fp8_on_layer_pairs(const std::vector<OpBenchRow>& rows, const std::string& date,
+                            std::map<std::string, OpClusterFit>& fits);
 std::string fit_op_text(const std::map<std::string, OpClusterFit>& fits);
 
 }  // namespace epo::calib

@@ -15,6 +15,7 @@ namespace {
 
 double& field_of(model::HardwareProfile& hw, const std::string& name) {
   if (name == "comm_row_us") return hw.comm_row_us;
+  if (name == "fp8_gemm_efficiency") return hw.fp8_gemm_efficiency;
   return name == "net_efficiency" ? hw.net_efficiency : hw.nvlink_efficiency;
 }
 
@@ -126,6 +127,11 @@ std::string fit_op_text(const std::map<std::string, OpClusterFit>& fits) {
     for (const auto& name : f.fields) {
       model::HardwareProfile p = f.profile;
       std::snprintf(line, sizeof line, " %s %.4g", name.c_str(), field_of(p, name));
+      os << line;
+    }
+    if (f.fp8_pairs > 0) {
+      std::snprintf(line, sizeof line, " (FP8: %d FP8/BF16 layer pairs, mean |ln err| %.3f -> %.3f)",
+                    f.fp8_pairs, f.fp8_before, f.fp8_after);
       os << line;
     }
     os << "\n";

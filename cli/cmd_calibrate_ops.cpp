@@ -57,7 +57,9 @@ int run_ops(const OpsArgs& a) {
   std::vector<calib::OpBenchRow> rows = load_all(a, clusters);
   if (a.fit) {
     const calib::OpReport before = calib::compare_op_benchmarks(rows, fit_on);
-    const auto fits = calib::fit_op_benchmarks(rows, fit_on, a.date.empty() ? today_utc() : a.date);
+    const std::string date = a.date.empty() ? today_utc() : a.date;
+    auto fits = calib::fit_op_benchmarks(rows, fit_on, date);
+    calib::fit_fp8_on_layer_pairs(rows, date, fits);
     std::printf("epo calibrate ops --fit: %zu cluster profile(s) fitted on %s\n\n%s\n", fits.size(),
                 fit_on.describe().c_str(), calib::fit_op_text(fits).c_str());
     print_split("# before the fit (the cluster profiles as loaded)", before);

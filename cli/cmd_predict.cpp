@@ -37,12 +37,13 @@ nlohmann::json op_json(const model::OpCost& op) {
   for (const auto& c : op.parts)
     parts.push_back({{"name", c.full_name()}, {"duration_us", c.duration_us}, {"flops", c.flops},
                      {"hbm_bytes", c.hbm_bytes}, {"nvl_bytes", c.nvl_bytes},
-                     {"net_bytes", c.net_bytes}});
+                     {"net_bytes", c.net_bytes}, {"kernels", c.num_kernels}});
   return {{"op", model::to_string(op.kind)}, {"direction", model::to_string(op.dir)},
           {"stream", model::to_string(op.stream)}, {"link", model::to_string(op.link)},
           {"duration_us", op.duration_us()}, {"flops", op.flops}, {"hbm_bytes", op.hbm_bytes},
           {"nvl_bytes", op.nvl_bytes}, {"net_bytes", op.net_bytes}, {"sms", op.sms},
-          {"host_blocks", op.host_blocks}, {"parts", parts}};
+          {"host_blocks", op.host_blocks}, {"kernels", op.num_kernels},
+          {"device_us", op.device_ns / 1000.0}, {"host_us", op.host_ns / 1000.0}, {"parts", parts}};
 }
 
 void print_memory(const model::MemoryBreakdown& m) {

@@ -5,6 +5,7 @@
 
 #include "model/cost_builder.hpp"
 #include "model/cost_detail.hpp"
+#include "model/memory_detail.hpp"
 #include "model/routing_stats.hpp"
 
 namespace epo::model {
@@ -138,6 +139,7 @@ Shapes make_shapes(const Config& cfg) {
   const Parallel& p = cfg.par;
   Shapes s;
   s.fp8 = cfg.opt.precision == Precision::fp8;
+  s.fp8_amax_pass = s.fp8 && fp8_recipe(cfg) == Fp8Recipe::tensorwise;
   // Megatron's dispatchers send BF16 rows under FP8 training too (the alltoall dispatcher
   // quantizes in the experts' grouped linear after the exchange; the flex dispatcher passes
   // fp8_dispatch=False to DeepEP and HybridEP).

@@ -44,8 +44,9 @@ class Builder {
   /// FP8 linear layers quantize their input first (Transformer Engine: read BF16, write FP8 and
   /// its transpose for the weight gradient): a memory-bound pass over the m x k input that the
   /// GEMM waits for; the backward quantizes the output gradient the same way (wgrad_of keeps it).
+  /// Per-tensor current scaling reads the input once more for its amax first.
   void add_fp8_cast(Component& c, double input_elems) const {
-    const double bytes = input_elems * (2.0 + 1.0 + 1.0);
+    const double bytes = input_elems * (2.0 + 1.0 + 1.0 + (s_.fp8_amax_pass ? 2.0 : 0.0));
     c.hbm_bytes += bytes;
     if (mode_ != TimeMode::host) c.duration_us += share_ * memory_time_us(hw_, bytes);
   }

@@ -19,6 +19,9 @@ struct Shapes {
   double act_bytes = 2;       ///< bytes per activation element (bf16)
   double dispatch_bytes = 2;  ///< bytes per element sent by the forward dispatch (BF16 rows)
   bool fp8 = false;
+  /// FP8 with per-tensor current scaling (Hopper's default recipe): the input's amax is taken in
+  /// a pass of its own before the cast, one more read of the BF16 tensor.
+  bool fp8_amax_pass = false;
 };
 
 Shapes make_shapes(const Config& cfg);

@@ -1,7 +1,9 @@
 // epo calibrate ops: published per-op rows mapped to the configuration of their op (or refused
 // with a reason), and the shape of EPO's flex dispatch bandwidth against SMs and ranks.
 #include <cmath>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -187,4 +189,51 @@ TEST_CASE("DeepEP's paired SMs move rows at half the rate of HybridEP's", "[op_b
   const double ratio = predict_op_row(deep) / predict_op_row(hybrid);
   CHECK(ratio > 0.45);
   CHECK(ratio < 0.55);
+}
+
+TEST_CASE("the FP8 GEMM efficiency is recovered from FP8 against BF16 layer times", "[op_bench][fp8]") {
+  // Published FP8 layer times made by the model itself at a known efficiency (0.42): the fit,
+  // started elsewhere, must find it again from the FP8 / BF16 ratios alone.
+  const ClusterMap clusters;
+  std::vector<OpBenchRow> rows;
+  for (const auto& r : load_op_benchmarks(kRows, clusters))
+    if (r.config && r.quantity == OpQuantity::layer_forward_ms) rows.push_back(r);
+  REQUIRE(rows.size() == 1);
+  nlohmann::json bf16 = {{"id", "layer-bf16"},         {"kind", "moe_layer_forward"},
+                         {"library", "flex+hybridep"}, {"system", "H100"},
+                         {"ranks", 8},                 {"tokens", 4096},
+                         {"hidden", 7168},             {"topk", 8},
+                         {"experts_or_local_experts", 32},
+                         {"dtype", "BF16"},            {"measurement", "single MoELayer"},
+                         {"metric", "forward_ms"},     {"value", 5.39},
+                         {"unit", "ms"},
+                         {"notes", "moe_ffn 2048, 32 experts, top-8, shared expert 2048"}};
+  nlohmann::json fp8 = bf16;
+  fp8["id"] = "layer-fp8";
+  fp8["dtype"] = "FP8 e4m3 blockwise";
+  OpBenchRow b = map_op_benchmark_row(bf16, clusters), f = map_op_benchmark_row(fp8, clusters);
+  REQUIRE(b.config);
+  REQUIRE(f.config);
+  model::HardwareProfile truth = b.config->hw;
+  truth.fp8_gemm_efficiency = 0.42;
+  set_row_profile(b, truth);
+  set_row_profile(f, truth);
+  const double ratio = predict_op_row(f) / predict_op_row(b);
+  f.published = b.published * ratio;
+  model::HardwareProfile start = truth;
+  start.fp8_gemm_efficiency = 0.8;
+  set_row_profile(b, start);
+  set_row_profile(f, start);
+  std::map<std::string, OpClusterFit> fits;
+  fit_fp8_on_layer_pairs({f, b}, "2026-12-02", fits);
+  REQUIRE(fits.count("dgx-h100") == 1);
+  const OpClusterFit& fit = fits.at("dgx-h100");
+  CHECK(fit.profile.fp8_gemm_efficiency == Approx(0.42).epsilon(0.02));
+  CHECK(fit.fp8_pairs == 1);
+  CHECK(fit.fp8_after < fit.fp8_before);
+  CHECK(fit.profile.provenance.count("fp8_gemm_efficiency") == 1);
+  // A BF16 row alone has nothing to pair with: no fit.
+  std::map<std::string, OpClusterFit> none;
+  fit_fp8_on_layer_pairs({b}, "2026-12-02", none);
+  CHECK(none.empty());
 }

@@ -86,8 +86,18 @@ TEST_CASE("FP8 linear layers pay their input quantization", "[cost][fp8]") {
   const Component* q_f8 = part(c_f8.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.qkv");
   REQUIRE(q_bf != nullptr);
   REQUIRE(q_f8 != nullptr);
-  // The cast reads T x h BF16 and writes FP8 and its transpose: 4096*2048*4 bytes more.
-  CHECK(q_f8->hbm_bytes - q_bf->hbm_bytes == Approx(4096.0 * 2048 * 4));
+  // Hopper's default recipe is per-tensor current scaling: the input is read once for its amax,
+  // then cast (read BF16, write FP8 and its transpose): 4096*2048*(2+4) bytes more.
+  CHECK(q_f8->hbm_bytes - q_bf->hbm_bytes == Approx(4096.0 * 2048 * 6));
+  // Delayed scaling takes last step's amax and blockwise scales per block as it casts: no pass.
+  for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::blockwise}) {
+    Config g = f8;
+    g.opt.fp8_recipe = r;
+    const StepCosts c_g = compute_step_costs(g);
+    const Component* q_g = part(c_g.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.qkv");
+    REQUIRE(q_g != nullptr);
+    CHECK(q_g->hbm_bytes - q_bf->hbm_bytes == Approx(4096.0 * 2048 * 4));
+  }
 }
 
 TEST_CASE("the optimizer step is a pass over this GPU's shard", "[cost][optimizer]") {
