@@ -130,8 +130,9 @@ std::string fit_op_text(const std::map<std::string, OpClusterFit>& fits) {
       os << line;
     }
     if (f.fp8_pairs > 0) {
-      std::snprintf(line, sizeof line, " (FP8: %d FP8/BF16 layer pairs, mean |ln err| %.3f -> %.3f)",
-                    f.fp8_pairs, f.fp8_before, f.fp8_after);
+      std::snprintf(line, sizeof line,
+                    " (FP8: %d FP8/BF16 layer pairs, mean |ln err| %.3f -> %.3f)", f.fp8_pairs,
+                    f.fp8_before, f.fp8_after);
       os << line;
     }
     os << "\n";

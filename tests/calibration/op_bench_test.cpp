@@ -191,7 +191,8 @@ TEST_CASE("DeepEP's paired SMs move rows at half the rate of HybridEP's", "[op_b
   CHECK(ratio < 0.55);
 }
 
-TEST_CASE("the FP8 GEMM efficiency is recovered from FP8 against BF16 layer times", "[op_bench][fp8]") {
+TEST_CASE("the FP8 GEMM efficiency is recovered from FP8 against BF16 layer times",
+          "[op_bench][fp8]") {
   // Published FP8 layer times made by the model itself at a known efficiency (0.42): the fit,
   // started elsewhere, must find it again from the FP8 / BF16 ratios alone.
   const ClusterMap clusters;

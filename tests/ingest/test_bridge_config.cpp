@@ -207,6 +207,13 @@ TEST_CASE("YAML forms: flow lists and mappings, comments, null, quotes, folding,
   CHECK(q->entries[2].second->text == "it's plain");
   CHECK(q->entries[3].second->kind == YamlNode::Kind::sequence);
   CHECK(q->entries[4].second->kind == YamlNode::Kind::mapping);
+  // PyYAML writes characters outside printable ASCII as \x, \u and \U escapes: read as UTF-8.
+  const auto u =
+      parse_yaml("a: \"caf\\xE9\"\nb: \"\\u2212 1\"\nc: \"\\U0001F600\"\nd: \"\\x41\"\n", "u");
+  CHECK(u->entries[0].second->text == "caf\xC3\xA9");
+  CHECK(u->entries[1].second->text == "\xE2\x88\x92 1");
+  CHECK(u->entries[2].second->text == "\xF0\x9F\x98\x80");
+  CHECK(u->entries[3].second->text == "A");
 }
 
 TEST_CASE("Bridge's setup order: mixed_precision and comm_overlap win over model and ddp") {
@@ -238,6 +245,10 @@ TEST_CASE("malformed YAML: an input error naming the file and line") {
   CHECK(contains(error_of("a: 1\n---\nb: 2\n"), "line 2: a second document"));
   CHECK(contains(error_of("model:\n  - 1\n  x: 2\n"), "line 3"));
   CHECK(contains(error_of("a: \"\\q\"\n"), "line 1: escape"));
+  CHECK(contains(error_of("a: \"\\xZ1\"\n"), "line 1: an escape has a non-hex digit"));
+  CHECK(contains(error_of("a: \"\\uD800\"\n"), "line 1: an escape names no character"));
+  CHECK(contains(error_of("a: \"\\U00110000\"\n"), "line 1: an escape names no character"));
+  CHECK(contains(error_of("a: \"\\u12\"\n"), "line 1"));
   std::string deep;
   for (int i = 0; i < 70; ++i) deep += std::string(2 * i, ' ') + "k" + std::to_string(i) + ":\n";
   CHECK(contains(error_of(deep + std::string(140, ' ') + "v: 1\n"), "deeper than 64"));
