@@ -124,6 +124,36 @@ bool Split::held_out(const PublishedRow& r) const {
          held_out_models.end();
 }
 
+/// Where a row leaves EP overlap unset (null), what its Megatron-Bridge recipe still turned on:
+/// the flat performance recipes of Bridge v0.6 enable HybridEP's full-iteration CUDA graphs through
+/// one helper (perf_recipes/qwen/common.py, _enable_hybridep_full_iteration_mxfp8) that also sets
+/// CommOverlapConfig(overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True); its other
+/// settings (paged stash with full-iteration graphs) mark the rows it built.
+static void infer_bridge_overlap(const nlohmann::json& j, const nlohmann::json& os,
+                                 model::Options& o, std::vector<std::string>& assumptions) {
+  const bool unset = !j.contains("overlap_moe_expert_parallel_comm") ||
+                     j["overlap_moe_expert_parallel_comm"].is_null();
+  if (!unset || !os.is_object() || !os.contains("recipe_assignments")) return;
+  const nlohmann::json& ra = os["recipe_assignments"];
+  auto is_true = [&](const char* k) {
+    return ra.contains(k) && ra[k].is_boolean() && ra[k].get<bool>();
+  };
+  if (ra.contains("comm_overlap.overlap_moe_expert_parallel_comm")) {
+    o.overlap_moe_expert_parallel_comm = is_true("comm_overlap.overlap_moe_expert_parallel_comm");
+    o.delay_wgrad_compute = is_true("comm_overlap.delay_wgrad_compute");
+    return;
+  }
+  const bool full_iteration = ra.contains("model.cuda_graph_impl") &&
+                              ra["model.cuda_graph_impl"] == "full_iteration";
+  if (full_iteration && is_true("model.moe_paged_stash")) {
+    o.overlap_moe_expert_parallel_comm = true;
+    o.delay_wgrad_compute = true;
+    assumptions.push_back(
+        "EP overlap and delayed wgrad on (not in the row; set by the Bridge perf helper that "
+        "enables paged stash with full-iteration graphs)");
+  }
+}
+
 PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& clusters) {
   if (j.contains("args") && j["args"].is_object()) return map_mlm_ci_row(j, clusters);
   PublishedRow r;
@@ -210,6 +240,7 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
       j["overlap_moe_expert_parallel_comm"].get<bool>();
   o.delay_wgrad_compute = j.contains("delay_wgrad_compute") && j["delay_wgrad_compute"].is_boolean() &&
                           j["delay_wgrad_compute"].get<bool>();
+  infer_bridge_overlap(j, os, o, r.assumptions);
   if (j.contains("recompute")) set_recompute(o, j["recompute"]);
   if (j.contains("cuda_graph")) set_cuda_graph(o, j["cuda_graph"]);
   // Fine-grained activation offloading: "expert_fc1, moe_act" as the ModelZoo row resolves it.

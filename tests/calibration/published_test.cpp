@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "calibration/published.hpp"
 #include "calibration/published_fit.hpp"
 #include "catch.hpp"
@@ -123,4 +125,54 @@ TEST_CASE("a fit takes the per-step host time from short CI steps, the rest from
   const double step_s = model::predict(refit, model::PredictMode::fast).step_time_us * 1e-6;
   CHECK(step_s == Approx(ci.published.step_time_s).epsilon(0.05));
   CHECK(hw.framework_step_host_us > 0);
+}
+
+TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = {{"id", "r"},
+                        {"model", "Qwen3-235B-A22B"},
+                        {"system", "DGX-GB200"},
+                        {"gpus", 256},
+                        {"precision", "MXFP8"},
+                        {"seq", 4096},
+                        {"gbs", 8192},
+                        {"mbs", 1},
+                        {"tp", 1},
+                        {"pp", 8},
+                        {"vp", 3},
+                        {"ep", 32},
+                        {"dispatcher", "flex"},
+                        {"flex_backend", "hybridep"},
+                        {"overlap_moe_expert_parallel_comm", nullptr},
+                        {"delay_wgrad_compute", nullptr},
+                        {"tflops_per_gpu", 1077},
+                        {"source_type", "megatron-bridge-performance-summary"},
+                        {"phase", "pretrain"},
+                        {"status", "current"}};
+  auto mapped = [&](const nlohmann::json& assignments, bool top_level_false = false) {
+    nlohmann::json j = row;
+    j["other_settings"] = {{"recipe_assignments", assignments}};
+    if (top_level_false) j["overlap_moe_expert_parallel_comm"] = false;
+    return map_published_row(j, clusters);
+  };
+  // The helper's signature (paged stash with full-iteration graphs): overlap and delayed wgrad on,
+  // said as an assumption.
+  const PublishedRow h =
+      mapped({{"model.cuda_graph_impl", "full_iteration"}, {"model.moe_paged_stash", true}});
+  REQUIRE(h.config);
+  CHECK(h.config->opt.overlap_moe_expert_parallel_comm);
+  CHECK(h.config->opt.delay_wgrad_compute);
+  CHECK(h.assumptions.size() == 1);
+  // The recipe's own comm_overlap assignment wins; without either the overlap stays off.
+  const PublishedRow a = mapped({{"model.cuda_graph_impl", "full_iteration"},
+                                 {"model.moe_paged_stash", true},
+                                 {"comm_overlap.overlap_moe_expert_parallel_comm", false}});
+  CHECK_FALSE(a.config->opt.overlap_moe_expert_parallel_comm);
+  const PublishedRow g = mapped({{"model.cuda_graph_impl", "full_iteration"}});
+  CHECK_FALSE(g.config->opt.overlap_moe_expert_parallel_comm);
+  // A row that says false is not overruled.
+  const PublishedRow f =
+      mapped({{"model.cuda_graph_impl", "full_iteration"}, {"model.moe_paged_stash", true}}, true);
+  CHECK_FALSE(f.config->opt.overlap_moe_expert_parallel_comm);
 }
