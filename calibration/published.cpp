@@ -262,6 +262,14 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
       os["moe_router_force_load_balancing"].get<bool>())
     o.routing.kind = model::RoutingKind::balanced;
   if (contains(lower(r.id), "forced-balance")) o.routing.kind = model::RoutingKind::balanced;
+  // TE's CuTe DSL fused grouped MLP: the recipe's flag or its environment variable.
+  const bool flag = os.contains("cutedsl_fused_grouped_mlp") &&
+                    os["cutedsl_fused_grouped_mlp"].is_boolean() &&
+                    os["cutedsl_fused_grouped_mlp"].get<bool>();
+  const bool env = os.contains("env_vars") && os["env_vars"].is_object() &&
+                   os["env_vars"].contains("NVTE_CUTEDSL_FUSED_GROUPED_MLP") &&
+                   os["env_vars"]["NVTE_CUTEDSL_FUSED_GROUPED_MLP"] == 1;
+  o.fused_grouped_mlp = flag || env;
   if (os.contains("moe_shared_expert_overlap") && os["moe_shared_expert_overlap"].is_boolean())
     o.moe_shared_expert_overlap = os["moe_shared_expert_overlap"].get<bool>();
   // What the Megatron-Bridge recipes set for memory: bf16 gradient buffers in the performance

@@ -118,9 +118,10 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
     for (int round = 0; round < 3; ++round) {
       for (const Param& p : kParams) {
         const bool per_step = p.field == &model::HardwareProfile::framework_step_host_us;
-        // A value measured on kernels or fitted on per-op benchmarks is kept (its source says so).
+        // A value measured on kernels or fitted on per-op benchmarks is kept (its source says so;
+        // one carried from another GPU and "not measured" there is not).
         const auto src = hw.sources.find(p.name);
-        if (src != hw.sources.end() && (src->second.find("measured") != std::string::npos ||
+        if (src != hw.sources.end() && (src->second.rfind("measured", 0) == 0 ||
                                         src->second.find("calibrate ops") != std::string::npos))
           continue;
         if (p.field == &model::HardwareProfile::fp8_gemm_efficiency && !any_fp8) continue;

@@ -73,6 +73,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--comm-sms", f.comm_sms, "SMs for flex dispatch/combine (0 = backend default)");
   sub.add_flag("--no-permute-fusion", f.no_permute_fusion, "moe_permute_fusion off");
   sub.add_flag("--shared-expert-overlap", f.shared_expert_overlap, "moe_shared_expert_overlap");
+  sub.add_flag("--fused-grouped-mlp", f.fused_grouped_mlp,
+               "TE's CuTe DSL fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1; Blackwell)");
   sub.add_option("--recompute", f.recompute, "none|selective|full");
   sub.add_option("--recompute-method", f.recompute_method, "uniform|block");
   sub.add_option("--recompute-num-layers", f.recompute_num_layers, "layers to recompute");
@@ -173,6 +175,7 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--comm-sms")) o.comm_sms = f.comm_sms;
   if (use("--no-permute-fusion")) o.moe_permute_fusion = !f.no_permute_fusion;
   if (use("--shared-expert-overlap")) o.moe_shared_expert_overlap = f.shared_expert_overlap;
+  if (use("--fused-grouped-mlp")) o.fused_grouped_mlp = f.fused_grouped_mlp;
   if (use("--recompute")) o.recompute_granularity = parse_recompute(f.recompute, "--recompute");
   if (use("--recompute-method")) o.recompute_method = f.recompute_method;
   if (use("--recompute-num-layers")) o.recompute_num_layers = f.recompute_num_layers;

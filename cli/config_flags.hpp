@@ -21,7 +21,7 @@ struct ConfigFlags {
   std::string dispatcher = "alltoall", flex_backend = "deepep";
   bool overlap = false, delay_wgrad = false, early_attn_release = false;
   int comm_sms = 0;
-  bool no_permute_fusion = false, shared_expert_overlap = false;
+  bool no_permute_fusion = false, shared_expert_overlap = false, fused_grouped_mlp = false;
   std::string recompute = "none", recompute_method;
   int recompute_num_layers = 0;
   std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;

@@ -106,6 +106,10 @@ struct Options {
   ExpertGemm expert_gemm = ExpertGemm::automatic;  ///< executor's expert GEMM path
   double capacity_factor = 0.0;                 ///< 0 = dropless
   bool high_priority_a2a_comm_stream = false;
+  /// Transformer Engine's CuTe DSL fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): fc1, the
+  /// activation and fc2 of the local experts in one fused chain on Blackwell (SM100+); ignored on
+  /// older GPUs.
+  bool fused_grouped_mlp = false;
   bool distributed_optimizer = true;
   bool overlap_grad_reduce = true;
   bool gradient_accumulation_fusion = true;

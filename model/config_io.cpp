@@ -222,6 +222,7 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.capacity_factor = o.get_double("capacity_factor", 0.0, limits::kCapacityFactor.min,
                                        limits::kCapacityFactor.max);
     op.high_priority_a2a_comm_stream = o.get_bool("high_priority_a2a_comm_stream", false);
+    op.fused_grouped_mlp = o.get_bool("fused_grouped_mlp", false);
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
     op.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
     op.gradient_accumulation_fusion = o.get_bool("gradient_accumulation_fusion", true);
@@ -292,6 +293,7 @@ nlohmann::json to_json(const Config& c) {
        {{"kind", to_string(o.routing.kind)}, {"skew", o.routing.skew}, {"seed", o.routing.seed}}},
       {"capacity_factor", o.capacity_factor},
       {"high_priority_a2a_comm_stream", o.high_priority_a2a_comm_stream},
+      {"fused_grouped_mlp", o.fused_grouped_mlp},
       {"distributed_optimizer", o.distributed_optimizer},
       {"overlap_grad_reduce", o.overlap_grad_reduce},
       {"gradient_accumulation_fusion", o.gradient_accumulation_fusion},

@@ -224,9 +224,14 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // small weights on a GPU of their own on four streams, both filling the GPU like one GEMM
     // of all the rows; otherwise one GEMM per expert.
     const ExpertGemm path = detail::expert_gemm_path(b.cfg_, s);
+    // TE's fused grouped MLP (Blackwell): one persistent kernel per GEMM over all local experts at
+    // the dense rate, the activation (and its quantization) in fc1's epilogue.
+    const bool fused = o.fused_grouped_mlp && b.hw_.compute_capability_major >= 10 &&
+                       b.cfg_.virtual_ranks <= 0;
     auto expert_gemm = [&](const char* name, double n, double k) {
       Component c =
-          path == ExpertGemm::grouped
+          fused ? b.filled_gemm(name, me, n, k, E_l, 1, 1.0, b.hw_.grouped_call_cost_us())
+          : path == ExpertGemm::grouped
               ? b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch))
           : path == ExpertGemm::streams ? b.streams_gemm(name, me, n, k, E_l, calls)
                                         : b.gemm(name, me, n, k, E_l, true, calls);
@@ -235,7 +240,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       return c;
     };
     mlp_f.push_back(expert_gemm("expert.fc1", glu * F, h));
-    mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
+    if (!fused) mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
     mlp_f.push_back(expert_gemm("expert.fc2", h, F));
     if (b.p_.etp > 1) {
       Component rs = b.mem("etp.reduce_scatter", P * h * 2 * (b.p_.etp - 1));

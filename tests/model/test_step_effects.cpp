@@ -190,3 +190,24 @@ TEST_CASE("selective recompute runs its modules' forward again, kernels and host
   // With the host the bottleneck, the step still pays for what is recomputed.
   CHECK(predict(dflt, PredictMode::fast).step_time_us > predict(none, PredictMode::fast).step_time_us);
 }
+
+TEST_CASE("TE's fused grouped MLP runs the experts in one chain on Blackwell only", "[cost][mlp]") {
+  auto mlp_of = [](const std::string& hw, bool fused) {
+    Config c = qwen(8, 1, 1, 8, 1);
+    c.hardware_name = hw;
+    c.hw = load_hardware_preset(hw);
+    c.opt.precision = Precision::fp8;
+    c.opt.fused_grouped_mlp = fused;
+    c.derive_and_check();
+    return compute_step_costs(c).moe_layer.get(OpKind::mlp, Direction::forward);
+  };
+  const OpCost plain = mlp_of("gb200", false), fused = mlp_of("gb200", true);
+  CHECK(part(plain, "expert.act") != nullptr);
+  CHECK(part(fused, "expert.act") == nullptr);  // the activation is fc1's epilogue
+  CHECK(fused.flops == Approx(plain.flops));    // the same GEMMs
+  CHECK(fused.device_ns < plain.device_ns);
+  // On Hopper the fused kernel does not exist: the flag changes nothing.
+  const OpCost h_plain = mlp_of("h100-sxm", false), h_fused = mlp_of("h100-sxm", true);
+  CHECK(h_fused.device_ns == h_plain.device_ns);
+  CHECK(part(h_fused, "expert.act") != nullptr);
+}
