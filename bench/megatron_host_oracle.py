@@ -8,7 +8,10 @@ the host, and times a training step (forward, backward) at two layer counts: the
 layer is the host time of one MoE layer's forward and backward. A second, GPU-bound size checks
 that the same model is then limited by the device. With --recompute, the host-bound 8-expert case
 runs again with each selective recompute module: what the recomputed forward's rerun inside the
-backward adds to the host time per layer.
+backward adds to the host time per layer. With --structure, the host-bound layer is timed in four
+forms instead — grouped-query or multi-latent attention (MLA, as DeepSeek-V3 and Moonlight), with
+or without a shared expert — alternating them --repeats times, so that the ratio of their host
+times says how much a layer's makeup adds, independent of the run-to-run spread.
 
   MEGATRON_PATH=DIR python3 bench/megatron_host_oracle.py [--layers 2 6] [--json OUT.json]
 
@@ -24,14 +27,45 @@ import sys
 import time
 
 
-def build(args, layers, hidden, experts, ffn, recompute=None):
+def sdpa_core_attention():
+    """A core attention for both attention forms (Megatron's local one takes no separate key and
+    value widths, which MLA needs): PyTorch's fused SDPA, causal. The layer's own Python around it
+    (projections, norms, rotary, MLA's split and concatenation) is Megatron's."""
+    import torch
+    import torch.nn.functional as F
+
+    class SdpaCoreAttention(torch.nn.Module):
+        def __init__(self, config, layer_number, attn_mask_type, attention_type=None,
+                     attention_dropout=None, softmax_scale=None, **unused):
+            super().__init__()
+            self.scale = softmax_scale
+
+        def forward(self, query, key, value, attention_mask=None, attn_mask_type=None,
+                    attention_bias=None, packed_seq_params=None, **unused):
+            q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, heads, s, d]
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale,
+                                               enable_gqa=q.shape[1] != k.shape[1])
+            return o.permute(2, 0, 1, 3).reshape(o.shape[2], o.shape[0], -1)
+
+    return SdpaCoreAttention
+
+
+def build(args, layers, hidden, experts, ffn, recompute=None, mla=False, shared=0):
     import torch
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import (MLATransformerConfig,
+                                                               TransformerConfig)
 
     heads = max(1, hidden // 64)
-    cfg = TransformerConfig(
+    extra = {}
+    if mla:  # Moonlight's form: no query compression, a 512-wide key/value latent
+        extra = dict(q_lora_rank=None, kv_lora_rank=min(512, hidden), qk_head_dim=128,
+                     qk_pos_emb_head_dim=64, v_head_dim=128, rope_type="rope")
+    if shared:
+        extra["moe_shared_expert_intermediate_size"] = shared
+    cls = MLATransformerConfig if mla else TransformerConfig
+    cfg = cls(
         num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
         num_query_groups=max(1, heads // 4), kv_channels=64, ffn_hidden_size=4 * hidden,
         num_moe_experts=experts, moe_ffn_hidden_size=ffn, moe_router_topk=args.topk,
@@ -41,9 +75,11 @@ def build(args, layers, hidden, experts, ffn, recompute=None):
         add_bias_linear=False, bf16=True, params_dtype=torch.bfloat16,
         pipeline_dtype=torch.bfloat16, hidden_dropout=0.0, attention_dropout=0.0,
         recompute_granularity="selective" if recompute else None,
-        recompute_modules=[recompute] if recompute else None)
+        recompute_modules=[recompute] if recompute else None, **extra)
     spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
-                                    normalization="RMSNorm")
+                                    normalization="RMSNorm", multi_latent_attention=mla)
+    if args.structure:  # the same core attention in every form
+        spec.submodules.self_attention.submodules.core_attention = sdpa_core_attention()
     model = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=args.vocab,
                      max_sequence_length=args.seq, position_embedding_type="rope")
     return model.cuda().to(torch.bfloat16)
@@ -83,6 +119,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--recompute", nargs="*", default=["core_attn", "layernorm", "moe"],
                     help="selective recompute modules timed on the host-bound 8-expert case")
+    ap.add_argument("--structure", action="store_true",
+                    help="time GQA / MLA attention with and without a shared expert instead")
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
     sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
@@ -104,12 +143,18 @@ def main():
              ("host-bound, 64 experts", 256, 64, 128, None),
              ("device-bound, 8 experts", 4096, 8, 4096, None)]
     cases += [("host-bound, 8 experts, recompute " + m, 256, 8, 256, m) for m in args.recompute]
-    for name, hidden, experts, ffn, recompute in cases:
+    cases = [c + (False, 0) for c in cases]
+    if args.structure:
+        forms = [("GQA", False, 0), ("MLA", True, 0), ("GQA + shared expert", False, 256),
+                 ("MLA + shared expert", True, 256)]
+        cases = [(f"host-bound, 8 experts, {f} (run {r + 1})", 256, 8, 256, None, mla, shared)
+                 for r in range(args.repeats) for f, mla, shared in forms]
+    for name, hidden, experts, ffn, recompute, mla, shared in cases:
         res = {}
         try:
             for layers in args.layers:
                 destroy_moe_metrics_tracker()  # sized by the first model's layer count otherwise
-                model = build(args, layers, hidden, experts, ffn, recompute)
+                model = build(args, layers, hidden, experts, ffn, recompute, mla, shared)
                 res[layers] = time_steps(args, model)
                 del model
                 torch.cuda.empty_cache()
@@ -121,7 +166,7 @@ def main():
         per_layer_step = (res[hi][0] - res[lo][0]) / (hi - lo)
         per_layer_issue = (res[hi][1] - res[lo][1]) / (hi - lo)
         case = {"case": name, "hidden": hidden, "experts": experts, "topk": args.topk,
-                "recompute": recompute,
+                "recompute": recompute, "mla": mla, "shared_expert": shared,
                 "seq": args.seq, "layers": [lo, hi],
                 "step_us": [res[lo][0], res[hi][0]], "issue_us": [res[lo][1], res[hi][1]],
                 "per_layer_step_us": per_layer_step, "per_layer_issue_us": per_layer_issue}
