@@ -93,7 +93,9 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   L.push_back("epo check-log: " + name);
   L.push_back(
       std::string("configuration: ") +
-      (lc.bridge_block   ? "Bridge configuration block found in the log"
+      (lc.bridge_summary ? "Bridge configuration summary found in the log (values that differ "
+                           "from Megatron-Core's defaults; the others take them)"
+       : lc.bridge_block ? "Bridge configuration block found in the log"
        : lc.found_in_log ? "arguments block found in the log"
                          : "no arguments block in the log") +
       (lc.complete ? "" : "; no prediction: " + lc.missing));

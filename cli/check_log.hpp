@@ -24,6 +24,7 @@ constexpr double kDefaultTolerancePct = 15.0;
 struct LogConfig {
   bool found_in_log = false;  ///< the log holds an arguments block or Bridge's configuration
   bool bridge_block = false;  ///< what it holds is Bridge's printed configuration
+  bool bridge_summary = false;  ///< in v0.4+'s form: the values that differ from Megatron-Core's
   bool has_config = false;    ///< some configuration was found or given
   bool complete = false;      ///< it names a model and passed derive_and_check
   std::string missing;        ///< why there is no prediction, when !complete

@@ -12,6 +12,7 @@
 #include "cli/html_output.hpp"
 #include "cli/ingest_flags.hpp"
 #include "ingest/bridge_config.hpp"
+#include "ingest/bridge_summary.hpp"
 #include "ingest/bridge_overrides.hpp"
 #include "ingest/mlm_args.hpp"
 #include "ingest/mlm_args_block.hpp"
@@ -55,7 +56,13 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
   // maybe_log_and_save_config -> ConfigContainer.print_yaml); Megatron-LM's block is not printed
   // by Bridge runs.
   const ingest::BridgeConfigBlock bridge = ingest::find_bridge_config_block(log_text);
-  out.bridge_block = !bridge.text.empty();
+  // Bridge v0.4+ prints a summary instead: what differs from Megatron-Core's defaults.
+  const ingest::BridgeSummaryBlock summary =
+      bridge.text.empty() ? ingest::find_bridge_summary_block(log_text, log_name)
+                          : ingest::BridgeSummaryBlock{};
+  const bool bridge_summary = !summary.settings.empty();
+  out.bridge_block = !bridge.text.empty() || bridge_summary;
+  out.bridge_summary = bridge_summary;
   out.found_in_log = !block.empty() || out.bridge_block;
   args.insert(args.end(), block.begin(), block.end());
   Config c;
@@ -88,10 +95,14 @@ LogConfig config_of_log(const std::string& log_text, const std::string& log_name
     }
   if (!args.empty())
     c = ingest::apply_megatron_args(c, args, ingest::Unset::megatron_defaults, out.report);
-  if (out.bridge_block) {
+  if (!bridge.text.empty())
     c = ingest::config_from_bridge_config(c, bridge.text, log_name, out.report, bridge.first_line);
-    if (log.world_size > 0) c.num_gpus = log.world_size;  // what ran, beside what was asked
+  if (bridge_summary) {
+    c = ingest::config_from_bridge_settings(c, summary.settings, out.report,
+                                            ingest::Unset::megatron_defaults);
+    for (const auto& k : summary.no_value) out.report.ignored.push_back(k);
   }
+  if (out.bridge_block && log.world_size > 0) c.num_gpus = log.world_size;  // what ran
   if (!f.bridge_config_file.empty())
     c = ingest::config_from_bridge_config(c, read_text_input(f.bridge_config_file),
                                           f.bridge_config_file, out.report);

@@ -40,7 +40,7 @@ bool is_hydra_key(const std::string& key) {
 
 model::Config config_from_bridge_settings(const model::Config& base,
                                           const std::vector<BridgeSetting>& settings,
-                                          ReadReport& report) {
+                                          ReadReport& report, Unset unset) {
   std::vector<ArgValue> args;
   std::vector<std::string> unknown_keys;
   bool backend_deleted = false;
@@ -71,7 +71,7 @@ model::Config config_from_bridge_settings(const model::Config& base,
       args.push_back({"group_query_attention", "True", w_key});
     args.push_back({dest, value, w_key});
   }
-  model::Config c = apply_megatron_args(base, args, Unset::keep_base, report);
+  model::Config c = apply_megatron_args(base, args, unset, report);
   // Bridge: without a flex backend the recipe's dispatcher falls back to all-to-all.
   if (backend_deleted && c.opt.dispatcher == model::Dispatcher::flex)
     c.opt.dispatcher = model::Dispatcher::alltoall;

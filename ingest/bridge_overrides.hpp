@@ -29,9 +29,10 @@ struct BridgeSetting {
 
 /// Applies settings already split into key and value onto `base`, in order, through the same
 /// key table as config_from_bridge_overrides (which calls it); unknown keys are listed in the
-/// report, never fatal.
+/// report, never fatal. `unset`: what the fields the settings do not name take (base's values, or
+/// Megatron's defaults where the settings are all that differ from them).
 model::Config config_from_bridge_settings(const model::Config& base,
                                           const std::vector<BridgeSetting>& settings,
-                                          ReadReport& report);
+                                          ReadReport& report, Unset unset = Unset::keep_base);
 
 }  // namespace epo::ingest

@@ -13,7 +13,7 @@ namespace epo::ingest::detail {
 
 namespace {
 
-enum class When { always, moe, from_args, moe_from_args };
+enum class When { always, moe, from_args, moe_from_args, fp8 };
 
 /// One setting: the Megatron-LM dests that name it (any of them counts), the EPO key it sets
 /// (a path into model::to_json(Config)), when it matters, and where the value comes from.
@@ -63,6 +63,7 @@ const std::vector<Setting>& settings() {
       {{"cuda_graph_impl", "enable_cuda_graph", "external_cuda_graph"}, "options.cuda_graph_impl",
        When::always, kMegatron},
       {{"fp8", "fp8_format"}, "options.precision", When::always, kMegatron},
+      {{"fp8_recipe"}, "options.fp8_recipe", When::fp8, kMegatron},
       {{"use_distributed_optimizer"}, "options.distributed_optimizer", When::always, kMegatron},
       {{"overlap_grad_reduce"}, "options.overlap_grad_reduce", When::always, kMegatron},
       {{"gradient_accumulation_fusion"}, "options.gradient_accumulation_fusion", When::always,
@@ -116,6 +117,7 @@ std::vector<AssumedSetting> assumed_settings(const model::Config& c,
   for (const Setting& s : settings()) {
     if ((s.when == When::moe || s.when == When::moe_from_args) && !moe) continue;
     if ((s.when == When::from_args || s.when == When::moe_from_args) && !from_args) continue;
+    if (s.when == When::fp8 && c.opt.precision != model::Precision::fp8) continue;
     bool named = false;
     for (const char* d : s.dests) named = named || given.count(d) > 0;
     if (named) continue;

@@ -166,6 +166,18 @@ const std::vector<Row>& table_rows() {
       {"fp16", [](S& s, const V& v) { s.saw_fp16 = v.boolean(); }},
       {"fp8", fp8},
       {"fp8_format", fp8},
+      // --fp8-recipe: tensorwise, delayed, mxfp8, blockwise ('custom' names no recipe EPO costs).
+      {"fp8_recipe",
+       [](S& s, const V& v) {
+         if (v.is_none()) return;
+         if (v.text() == "custom") {
+           s.report->warnings.push_back(v.where() + ": FP8 recipe 'custom' costed as tensorwise");
+           s.c.opt.fp8_recipe = model::Fp8Recipe::tensorwise;
+           return;
+         }
+         s.c.opt.fp8_recipe = model::parse_fp8_recipe(v.text(), v.where());
+       }},
+      {"fp8_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
       {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
       {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},
       {"gradient_accumulation_fusion",
