@@ -162,6 +162,7 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   r.system = str_field(j, "system");
   r.precision = str_field(j, "precision");
   r.status = str_field(j, "status");
+  r.recipe_unknown = str_field(j, "notes").find("Recipe not pinned") != std::string::npos;
   r.source_type = str_field(j, "source_type");
   r.release = str_field(j, "release");
   r.published.tflops_per_gpu = num_field(j, "tflops_per_gpu");

@@ -31,6 +31,9 @@ struct PublishedRow {
   std::optional<model::Config> config;  ///< set when the row can be modelled
   std::string unsupported;              ///< why not, when config is empty
   std::vector<std::string> assumptions; ///< settings not published and filled by EPO
+  /// The row's recipe could not be found (its notes say "Recipe not pinned"): its settings beyond
+  /// the published layout are unknown, so it is reported but never fitted on.
+  bool recipe_unknown = false;
 };
 
 /// How a system label maps to a cluster profile: system substring -> preset or profile name.

@@ -84,7 +84,7 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
   std::map<std::string, std::vector<FitRow>> by_cluster;
   std::map<std::string, model::HardwareProfile> base;
   for (const auto& r : rows) {
-    if (!r.config || r.status != "current" || split.held_out(r)) continue;
+    if (!r.config || r.status != "current" || split.held_out(r) || r.recipe_unknown) continue;
     const double tf = r.published.tflops_per_gpu, st = r.published.step_time_s;
     const bool has_tf = std::isfinite(tf) && tf > 0, has_st = std::isfinite(st) && st > 0;
     if (!has_tf && !(has_st && fits_on_step_time(r))) continue;
