@@ -80,6 +80,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--recompute-num-layers", f.recompute_num_layers, "layers to recompute");
   sub.add_option("--recompute-modules", f.recompute_modules, "comma list: core_attn,moe_act,layernorm,mlp,moe");
   sub.add_option("--cuda-graph-impl", f.cuda_graph_impl, "none|local|transformer_engine|full_iteration");
+  sub.add_option("--attention-backend", f.attention_backend,
+                 "auto|flash|fused|unfused|local (Megatron's --attention-backend)");
   sub.add_option("--cuda-graph-modules", f.cuda_graph_modules, "comma list: attn,mlp,moe,moe_router,moe_preprocess");
   sub.add_option("--cdmc", f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS (1..32)");
   sub.add_option("--precision", f.precision, "bf16|fp8 (FP8 GEMMs on bf16/fp16 parameters)");
@@ -183,6 +185,8 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--cuda-graph-impl"))
     o.cuda_graph_impl = parse_cuda_graph_impl(f.cuda_graph_impl, "--cuda-graph-impl");
   if (use("--cuda-graph-modules")) o.cuda_graph_modules = split_list(f.cuda_graph_modules);
+  if (use("--attention-backend"))
+    o.attention_backend = parse_attention_backend(f.attention_backend, "--attention-backend");
   if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
   if (use("--params-dtype")) o.params_dtype = parse_params_dtype(f.params_dtype, "--params-dtype");

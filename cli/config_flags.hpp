@@ -25,6 +25,7 @@ struct ConfigFlags {
   std::string recompute = "none", recompute_method;
   int recompute_num_layers = 0;
   std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;
+  std::string attention_backend = "auto";
   int cdmc = 32;
   std::string precision = "bf16", routing = "uniform", expert_gemm = "auto";
   double skew = 0.0, capacity_factor = 0.0;

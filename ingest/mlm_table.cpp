@@ -178,6 +178,11 @@ const std::vector<Row>& table_rows() {
          s.c.opt.fp8_recipe = model::parse_fp8_recipe(v.text(), v.where());
        }},
       {"fp8_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
+      {"attention_backend",
+       [](S& s, const V& v) {
+         if (!v.is_none())
+           s.c.opt.attention_backend = model::parse_attention_backend(v.text(), v.where());
+       }},
       {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
       {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},
       {"gradient_accumulation_fusion",

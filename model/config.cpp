@@ -25,6 +25,7 @@ constexpr const char* kFp8Recipes[] = {"auto", "tensorwise", "delayed", "mxfp8",
 constexpr const char* kParamsDtypes[] = {"bf16", "fp16", "fp32"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
+constexpr const char* kAttentionBackends[] = {"auto", "flash", "fused", "unfused", "local"};
 constexpr const char* kRouting[] = {"balanced", "uniform", "skewed"};
 constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams"};
 
@@ -37,6 +38,7 @@ const char* to_string(Fp8Recipe r) { return kFp8Recipes[static_cast<int>(r)]; }
 const char* to_string(ParamsDtype d) { return kParamsDtypes[static_cast<int>(d)]; }
 const char* to_string(RecomputeGranularity g) { return kRecompute[static_cast<int>(g)]; }
 const char* to_string(CudaGraphImpl i) { return kGraphImpls[static_cast<int>(i)]; }
+const char* to_string(AttentionBackend b) { return kAttentionBackends[static_cast<int>(b)]; }
 const char* to_string(RoutingKind k) { return kRouting[static_cast<int>(k)]; }
 const char* to_string(ExpertGemm g) { return kExpertGemm[static_cast<int>(g)]; }
 
@@ -60,6 +62,9 @@ RecomputeGranularity parse_recompute(const std::string& s, const std::string& w)
 }
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& w) {
   return parse_enum<CudaGraphImpl>(s, w, kGraphImpls);
+}
+AttentionBackend parse_attention_backend(const std::string& s, const std::string& w) {
+  return parse_enum<AttentionBackend>(s, w, kAttentionBackends);
 }
 RoutingKind parse_routing(const std::string& s, const std::string& w) {
   return parse_enum<RoutingKind>(s, w, kRouting);

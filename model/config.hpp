@@ -20,6 +20,9 @@ enum class Fp8Recipe { automatic, tensorwise, delayed, mxfp8, blockwise };
 enum class ParamsDtype { bf16, fp16, fp32 };
 enum class RecomputeGranularity { none, selective, full };
 enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
+/// Megatron's --attention-backend: auto, flash and fused run one fused kernel; unfused and local
+/// compute the scores as a GEMM, a softmax kernel and a second GEMM, and keep the probabilities.
+enum class AttentionBackend { automatic, flash, fused, unfused, local };
 /// How tokens are routed: force-balanced (every expert the same load), uniform random scores,
 /// or skewed (expert popularity ~ Zipf with exponent `skew`).
 enum class RoutingKind { balanced, uniform, skewed };
@@ -110,6 +113,12 @@ struct Options {
   /// activation and fc2 of the local experts in one fused chain on Blackwell (SM100+); ignored on
   /// older GPUs.
   bool fused_grouped_mlp = false;
+  AttentionBackend attention_backend = AttentionBackend::automatic;
+  /// The scores and probabilities materialised (unfused or local attention).
+  bool unfused_attention() const {
+    return attention_backend == AttentionBackend::unfused ||
+           attention_backend == AttentionBackend::local;
+  }
   bool distributed_optimizer = true;
   bool overlap_grad_reduce = true;
   bool gradient_accumulation_fusion = true;
@@ -166,6 +175,7 @@ const char* to_string(Fp8Recipe r);
 const char* to_string(ParamsDtype d);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(CudaGraphImpl i);
+const char* to_string(AttentionBackend b);
 const char* to_string(RoutingKind k);
 const char* to_string(ExpertGemm g);
 
@@ -177,6 +187,7 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where);
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
+AttentionBackend parse_attention_backend(const std::string& s, const std::string& where);
 RoutingKind parse_routing(const std::string& s, const std::string& where);
 /// "auto", "per-expert", "grouped" or "streams".
 ExpertGemm parse_expert_gemm(const std::string& s, const std::string& where);

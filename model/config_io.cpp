@@ -223,6 +223,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
                                        limits::kCapacityFactor.max);
     op.high_priority_a2a_comm_stream = o.get_bool("high_priority_a2a_comm_stream", false);
     op.fused_grouped_mlp = o.get_bool("fused_grouped_mlp", false);
+    op.attention_backend = parse_attention_backend(o.get_string("attention_backend", "auto"),
+                                                   w("attention_backend"));
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
     op.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
     op.gradient_accumulation_fusion = o.get_bool("gradient_accumulation_fusion", true);
@@ -294,6 +296,7 @@ nlohmann::json to_json(const Config& c) {
       {"capacity_factor", o.capacity_factor},
       {"high_priority_a2a_comm_stream", o.high_priority_a2a_comm_stream},
       {"fused_grouped_mlp", o.fused_grouped_mlp},
+      {"attention_backend", to_string(o.attention_backend)},
       {"distributed_optimizer", o.distributed_optimizer},
       {"overlap_grad_reduce", o.overlap_grad_reduce},
       {"gradient_accumulation_fusion", o.gradient_accumulation_fusion},

@@ -196,6 +196,19 @@ class Builder {
       c.hbm_bytes = factor * (S * (dqk + dv) + half * (dqk + dv) + 2 * S * half) * 2 * batches;
       c.num_kernels = std::max(2, 2 * static_cast<int>(std::lround(factor)));
       c.duration_us = timed(factor * work, c.num_kernels, hw_.gemm_call_cost_us());
+    } else if (cfg_.opt.unfused_attention()) {
+      // Megatron's unfused attention: the whole S x S scores of every head (the causal mask is
+      // applied to them, not skipped) as batched GEMMs, then a softmax kernel that reads the
+      // scores and writes the probabilities; the backward runs two GEMMs per forward GEMM and the
+      // softmax's backward (probabilities and their gradient in, the scores' gradient out).
+      const double elems = T * S * heads;  // scores of this rank's micro-batch
+      c.flops = factor * 2.0 * T * S * heads * (dqk + dv);
+      const double passes = factor > 1.0 ? 3.0 + 2.0 : 1.0 + 2.0;  // s^2 tensors read + written
+      c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0 + passes * elems * 2.0;
+      const double rate = gemm_tflops(hw_, S, S, std::min(dqk, dv), false) * 1e6;
+      c.num_kernels = factor > 1.0 ? 6 : 3;
+      c.duration_us = timed(c.flops / rate + memory_time_us(hw_, passes * elems * 2.0),
+                            c.num_kernels);
     } else if (hw_.attn_fwd_efficiency > 0 && hw_.attn_bwd_efficiency > 0) {
       // Measured fused-attention rates at a 4,096-token sequence, forward or backward (factor
       // above 1: the backward's recomputed scores and three gradients).

@@ -57,7 +57,7 @@ Part attention(const Config& cfg, double hs) {
   // Input-norm output, saved by the QKV projection; with MLA read by two down-projections, which
   // share the bf16 tensor but each keep their own FP8 copy.
   a.keep(fp8(cfg) && mla ? 2 * elems * q : elems * q, offloaded(o, "qkv_linear"));
-  double qkv = 0, out = 0;
+  double qkv = 0, out = 0, scores_bwd = 0;
   if (mla) {
     const MlaSpec& l = m.mla;
     const double heads = m.num_attention_heads / tp;
@@ -74,10 +74,20 @@ Part attention(const Config& cfg, double hs) {
   }
   a.keep(out, offloaded(o, "attn_proj"));  // attention output (flash attention's, proj's input)
   if (fp8(cfg) && fp8_recipe(cfg) == Fp8Recipe::delayed) a.keep(out / kAct * q, false);
-  a.keep(S * m.num_attention_heads / tp * 4.0, false);  // softmax statistics (fp32)
+  if (o.unfused_attention()) {
+    // Unfused attention keeps the probabilities [heads, S, S] for its backward (what core_attn
+    // recompute drops), and has the scores and probabilities both alive while it runs.
+    const double probs = S * static_cast<double>(cfg.par.seq_length) * m.num_attention_heads /
+                         tp * kAct;
+    a.keep(probs, selective(o, "core_attn"));
+    a.forward = std::max(a.forward, 2 * probs);
+    scores_bwd = 2 * probs;
+  } else {
+    a.keep(S * m.num_attention_heads / tp * 4.0, false);  // softmax statistics (fp32)
+  }
   a.keep(hs, offloaded(o, "mlp_norm"));  // residual after attention (pre-MLP norm input)
   // Backward: gradients of q/k/v and the output, and the up-projection replay.
-  a.backward = qkv + out + (a.full - a.saved);
+  a.backward = qkv + out + scores_bwd + (a.full - a.saved);
   return a;
 }
 

@@ -211,3 +211,29 @@ TEST_CASE("TE's fused grouped MLP runs the experts in one chain on Blackwell onl
   CHECK(h_fused.device_ns == h_plain.device_ns);
   CHECK(part(h_fused, "expert.act") != nullptr);
 }
+
+TEST_CASE("unfused attention materialises the scores: more time and the probabilities kept",
+          "[cost][memory][attention]") {
+  Config fused = qwen(8, 1, 1, 8, 1);
+  Config unfused = fused;
+  unfused.opt.attention_backend = AttentionBackend::unfused;
+  const StepCosts f_costs = compute_step_costs(fused), u_costs = compute_step_costs(unfused);
+  const OpCost& f = f_costs.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  const OpCost& u = u_costs.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  const Component* fc = part(f, "attn.core");
+  const Component* uc = part(u, "attn.core");
+  REQUIRE(fc != nullptr);
+  REQUIRE(uc != nullptr);
+  CHECK(uc->flops == Approx(2 * fc->flops));  // the whole S x S, masked, not skipped
+  CHECK(uc->duration_us > fc->duration_us);
+  // The probabilities [heads, S, S] in bf16 per layer: 32 heads x 4096^2 x 2 bytes = 1 GiB.
+  const double probs = 32.0 * 4096 * 4096 * 2;
+  const MemoryBreakdown mf = estimate_memory(fused, 1), mu = estimate_memory(unfused, 1);
+  const double per_layer = (mu.activations_bytes - mf.activations_bytes) / fused.model.num_layers;
+  CHECK(per_layer == Approx(probs).epsilon(0.05));
+  // Recomputing core attention drops them again.
+  Config rc = unfused;
+  rc.opt.recompute_granularity = RecomputeGranularity::selective;
+  rc.opt.recompute_modules = {"core_attn"};
+  CHECK(estimate_memory(rc, 1).activations_bytes < mf.activations_bytes + probs);
+}
