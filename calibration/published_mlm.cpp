@@ -226,6 +226,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
                  : recipe == "custom"
                      ? model::Fp8Recipe::tensorwise
                      : model::parse_fp8_recipe(recipe, r.id + " (--fp8-recipe)");
+  o.cross_entropy_fusion = a.flag("--cross-entropy-loss-fusion");
   const std::string backend = a.str("--attention-backend");
   if (!backend.empty())
     o.attention_backend = model::parse_attention_backend(backend, r.id + " (--attention-backend)");

@@ -178,6 +178,8 @@ const std::vector<Row>& table_rows() {
          s.c.opt.fp8_recipe = model::parse_fp8_recipe(v.text(), v.where());
        }},
       {"fp8_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
+      {"cross_entropy_loss_fusion",
+       [](S& s, const V& v) { s.c.opt.cross_entropy_fusion = v.boolean(); }},
       {"attention_backend",
        [](S& s, const V& v) {
          if (!v.is_none())

@@ -114,6 +114,9 @@ struct Options {
   /// older GPUs.
   bool fused_grouped_mlp = false;
   AttentionBackend attention_backend = AttentionBackend::automatic;
+  /// --cross-entropy-loss-fusion (Bridge's recipes: on): the loss works on the bf16 logits in
+  /// place; without it Megatron's vocab-parallel cross-entropy keeps an fp32 copy of them.
+  bool cross_entropy_fusion = true;
   /// The scores and probabilities materialised (unfused or local attention).
   bool unfused_attention() const {
     return attention_backend == AttentionBackend::unfused ||

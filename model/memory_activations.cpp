@@ -198,9 +198,18 @@ LayerActivation head_activation(const Config& cfg) {
   const double S = static_cast<double>(cfg.tokens_per_microbatch());
   const double logits = S * cfg.model.vocab_size / cfg.par.tp * kAct;
   LayerActivation l;
-  l.saved = l.full = logits + hidden_state_bytes(cfg);
-  l.forward = logits;   // the loss kernel's working copy
-  l.backward = logits;  // gradient of the final norm's output and the logits' copy
+  if (cfg.opt.cross_entropy_fusion) {
+    l.saved = l.full = logits + hidden_state_bytes(cfg);
+    l.forward = logits;   // the loss kernel's working copy
+    l.backward = logits;  // gradient of the final norm's output and the logits' copy
+  } else {
+    // Megatron's vocab-parallel cross-entropy: an fp32 copy of the logits becomes the softmax it
+    // keeps for the backward (the bf16 logits go once it is made); the backward turns it into
+    // the gradient in place and casts that back to bf16.
+    l.saved = l.full = 2 * logits + hidden_state_bytes(cfg);
+    l.forward = logits;
+    l.backward = logits;
+  }
   return l;
 }
 

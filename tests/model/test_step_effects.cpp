@@ -237,3 +237,14 @@ TEST_CASE("unfused attention materialises the scores: more time and the probabil
   rc.opt.recompute_modules = {"core_attn"};
   CHECK(estimate_memory(rc, 1).activations_bytes < mf.activations_bytes + probs);
 }
+
+TEST_CASE("without the loss fusion the cross-entropy keeps an fp32 copy of the logits",
+          "[memory][loss]") {
+  Config fused = qwen(8, 1, 1, 8, 1);
+  Config plain = fused;
+  plain.opt.cross_entropy_fusion = false;
+  const MemoryBreakdown mf = estimate_memory(fused, 1), mp = estimate_memory(plain, 1);
+  // 4,096 tokens x the vocabulary x 2 bytes more: fp32 softmax kept instead of bf16 logits.
+  const double logits = 4096.0 * fused.model.vocab_size * 2;
+  CHECK(mp.activations_bytes - mf.activations_bytes == Approx(logits).epsilon(0.01));
+}
