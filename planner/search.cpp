@@ -29,8 +29,7 @@ namespace {
 
 using detail::better;
 using detail::Bounded;
-using detail::first_error;
-using detail::in_flight_lower_bound;
+using detail::ErrorRules;
 using detail::Incumbents;
 using detail::Summary;
 
@@ -56,8 +55,9 @@ void for_each_chunked(long long n, long long chunk, std::atomic<long long>& curs
 }
 
 /// Exhaustive mode: predict every candidate, then apply the filters.
-void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
-                    std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out) {
+void run_exhaustive(const SearchSpec& spec, const ErrorRules& rules,
+                    const std::vector<Candidate>& cands, std::atomic<long long>& cursor,
+                    std::atomic<long long>& done, WorkerOut& out) {
   Config work = spec.base;
   for_each_chunked(static_cast<long long>(cands.size()), 256, cursor, done, [&](long long i) {
     apply_candidate(work, cands[static_cast<size_t>(i)]);
@@ -71,7 +71,7 @@ void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
       model_error = std::string("model: ") + e.what();
     }
     ++out.evaluated;
-    if (const Rule* r = first_error(work, spec.ctx)) {
+    if (const Rule* r = rules.first_error(work)) {
       ++out.rejected[r->id];
       return;
     }
@@ -89,20 +89,22 @@ void run_exhaustive(const SearchSpec& spec, const std::vector<Candidate>& cands,
 }
 
 /// Fast mode, phase 1: rules, memory lower bound, step-time lower bound.
-void run_filters(const SearchSpec& spec, const std::vector<Candidate>& cands,
-                 std::atomic<long long>& cursor, std::atomic<long long>& done, WorkerOut& out,
-                 std::vector<Bounded>& passed, detail::ShapeCostCache& shape_costs) {
+void run_filters(const SearchSpec& spec, const ErrorRules& rules,
+                 const std::vector<Candidate>& cands, std::atomic<long long>& cursor,
+                 std::atomic<long long>& done, WorkerOut& out, std::vector<Bounded>& passed,
+                 detail::ShapeCostCache& shape_costs) {
   Config work = spec.base;
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
     apply_candidate(work, c);
     model::MemoryBreakdown mem;
     try {
-      if (const Rule* r = first_error(work, spec.ctx)) {
+      if (const Rule* r = rules.first_error(work)) {
         ++out.rejected[r->id];
         return;
       }
-      mem = model::estimate_memory(work, in_flight_lower_bound(work));
+      // The memory the prediction reports (estimate_memory walks the schedule itself).
+      mem = model::estimate_memory(work);
     } catch (const std::exception& e) {
       ++out.rejected[std::string("model: ") + e.what()];
       return;
@@ -161,7 +163,8 @@ void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,
 /// Predicts the candidates `wanted` selects that are not among `feasible` (fast mode skipped
 /// them), with the same filters as exhaustive evaluation; returns those that pass.
 template <typename Wanted>
-std::vector<Summary> evaluate_missing(const SearchSpec& spec, const std::vector<Candidate>& cands,
+std::vector<Summary> evaluate_missing(const ErrorRules& rules, const SearchSpec& spec,
+                                      const std::vector<Candidate>& cands,
                                       const std::vector<Summary>& feasible, const Wanted& wanted,
                                       long long& evaluated) {
   std::vector<Summary> out;
@@ -173,7 +176,7 @@ std::vector<Summary> evaluate_missing(const SearchSpec& spec, const std::vector<
                     [&](const Summary& s) { return s.idx == idx; }))
       continue;
     apply_candidate(work, cands[i]);
-    if (first_error(work, spec.ctx)) continue;
+    if (rules.first_error(work)) continue;
     try {
       const model::Prediction pred = model::predict_fast_ranking(work);
       ++evaluated;
@@ -208,6 +211,7 @@ SearchResult search(const SearchSpec& spec) {
   // so that the time of a search does not depend on what the process predicted before.
   model::clear_fast_path_memo();
   SearchResult res;
+  const ErrorRules rules(spec.ctx);
   std::vector<Candidate> cands = generate_candidates(spec);
   res.generated = static_cast<long long>(cands.size());
   int threads = spec.threads > 0 ? spec.threads
@@ -247,14 +251,15 @@ SearchResult search(const SearchSpec& spec) {
     if (failure) std::rethrow_exception(failure);
   };
   if (spec.exhaustive) {
-    run_pool(res.generated, [&](WorkerOut& o) { run_exhaustive(spec, cands, cursor, done, o); });
+    run_pool(res.generated,
+             [&](WorkerOut& o) { run_exhaustive(spec, rules, cands, cursor, done, o); });
   } else {
     // Phase 1 (cheap, everything): rules and bounds. Phase 2: predictions in bound order.
     std::vector<std::vector<Bounded>> passed(static_cast<size_t>(threads));
     detail::ShapeCostCache shape_costs;
     run_pool(res.generated, [&](WorkerOut& o) {
-      run_filters(spec, cands, cursor, done, o, passed[static_cast<size_t>(&o - outs.data())],
-                  shape_costs);
+      run_filters(spec, rules, cands, cursor, done, o,
+                  passed[static_cast<size_t>(&o - outs.data())], shape_costs);
     });
     std::vector<Bounded> order;
     for (auto& v : passed) order.insert(order.end(), v.begin(), v.end());
@@ -280,7 +285,8 @@ SearchResult search(const SearchSpec& spec) {
   }
   // The flex SM counts of what can be reported (8 per top plan covers the variants folded).
   if (!spec.fixed_layout)
-    detail::tune_flex_sms(spec, cands, feas, 8 * static_cast<size_t>(std::max(1, spec.top_n)),
+    detail::tune_flex_sms(spec, rules, cands, feas,
+                          8 * static_cast<size_t>(std::max(1, spec.top_n)), threads,
                           res.evaluated);
   res.feasible = static_cast<long long>(feas.size());
   res.rejected.assign(rejected.begin(), rejected.end());
@@ -357,7 +363,8 @@ SearchResult search(const SearchSpec& spec) {
     // The bounds may have skipped the winner's own layout without overlap: evaluate it now.
     const std::vector<Summary> same_extra =
         spec.exhaustive ? std::vector<Summary>{}
-                        : evaluate_missing(spec, cands, feas, same_layout_reference, res.evaluated);
+                        : evaluate_missing(rules, spec, cands, feas, same_layout_reference,
+                                           res.evaluated);
     for (const auto& s : same_extra)
       if (!same || better(s, *same)) same = &s;
     for (const auto& s : feas) {

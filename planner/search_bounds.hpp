@@ -25,12 +25,6 @@ struct Bounded {
   int group;           ///< 0 alltoall, 1 flex (the "other dispatcher" groups)
 };
 
-/// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
-/// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower
-/// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
-/// lower bound of the predicted memory.
-double in_flight_lower_bound(const model::Config& cfg);
-
 /// The shape part of the step bound's costs (bound_shape_costs of model::compute_shape_costs) by
 /// candidate, shared by the filter workers. Candidates that differ only in pp, vpp and the
 /// pipeline layout share it: compute_shape_costs reads none of them, nor dp. DeepSeek-V3 on 1,024

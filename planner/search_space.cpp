@@ -3,7 +3,10 @@
 // (delayed wgrad and early release only with overlap, SM counts only for flex backends); whatever
 // Megatron would reject is left to the rules, so that it is counted by reason.
 #include <algorithm>
+#include <initializer_list>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "model/error.hpp"
 #include "planner/emit.hpp"
@@ -118,6 +121,13 @@ std::vector<OverlapFlags> gen_overlap(const SearchSpec& s) {
   return v;
 }
 
+/// Sets a module list; the search applies millions of candidates to one configuration and most
+/// keep the list the one before set, so it is rebuilt only when it differs.
+void set_modules(std::vector<std::string>& v, std::initializer_list<const char*> names) {
+  if (v.size() == names.size() && std::equal(v.begin(), v.end(), names.begin())) return;
+  v.assign(names.begin(), names.end());
+}
+
 }  // namespace
 
 void apply_candidate(Config& cfg, const Candidate& c) {
@@ -160,12 +170,13 @@ void apply_candidate(Config& cfg, const Candidate& c) {
     o.recompute_granularity = static_cast<RecomputeGranularity>(c.recompute);
     o.recompute_method.clear();
     o.recompute_num_layers = 0;
-    o.recompute_modules.clear();
     if (c.recompute == Candidate::kRecomputeMla) {
       o.recompute_granularity = RecomputeGranularity::selective;
-      o.recompute_modules = {"mla_up_proj", "mlp"};
+      set_modules(o.recompute_modules, {"mla_up_proj", "mlp"});
     } else if (o.recompute_granularity == RecomputeGranularity::selective) {
-      o.recompute_modules = {"core_attn", "moe_act", "layernorm"};
+      set_modules(o.recompute_modules, {"core_attn", "moe_act", "layernorm"});
+    } else {
+      o.recompute_modules.clear();
     }
     if (o.recompute_granularity == RecomputeGranularity::full) {
       o.recompute_method = "uniform";
@@ -174,7 +185,7 @@ void apply_candidate(Config& cfg, const Candidate& c) {
   }
   if (c.cuda_graph == 1) {
     o.cuda_graph_impl = CudaGraphImpl::transformer_engine;
-    o.cuda_graph_modules = {"attn", "moe_router", "moe_preprocess"};
+    set_modules(o.cuda_graph_modules, {"attn", "moe_router", "moe_preprocess"});
   } else if (c.cuda_graph == 0) {
     o.cuda_graph_impl = CudaGraphImpl::none;
     o.cuda_graph_modules.clear();

@@ -3,7 +3,8 @@
 //    attention, dispatch, experts, combine, next layer. The compute stream idles while the
 //    dispatch and combine run, except at the step's ends, where one communication op may overlap
 //    the neighbouring step, and, with delayed weight gradients, where wgrad kernels fill gaps.
-//  - Combined steps (overlap) hide communication; only their compute counts.
+//    Without overlap every op waits for the one issued before it, so no communication
+//    overlaps anything.
 //  - Each stream is FIFO, so a rank's span is at least either stream's work.
 //  - The rank's first step waits for micro-batch 0's forward through the earlier stages; the
 //    last backward of chunk 0 must then pass back through them (pipeline fill and drain).
@@ -11,22 +12,32 @@
 //    ahead of its start, so the sums count that, not the op alone (duration_ns).
 //  - The rank's host thread issues its layer ops one after the other (OpCost::host_ns, the
 //    framework's time per op): the rank's step is at least their sum.
-// Contention only stretches ops and host syncs only delay them; kSlack covers the fast path's
+//  - Combined steps (overlap) hide communication behind the other side's compute, but each
+//    stream still waits where one side's next op needs the other stream's: the longest path
+//    through those dependencies (planner/step_bound_overlap.cpp) bounds each stream's span.
+//  - Compute progresses at most at rate rho while a dispatch or combine runs beside it. With W
+//    the rank's compute work, X its EP communication, t_c the time compute runs and I the time
+//    it is idle, at least X - I of the communication runs beside compute, so
+//    t_c >= W + (1 - rho)(X - I) and the rank's span t_c + I >= W + (1 - rho) X + rho I (I is at
+//    least the lone steps' waits).
+// Host syncs, SM admission and contention otherwise only delay ops; kSlack covers the fast path's
 // rounding and extrapolation (tests/planner asserts bound <= prediction over a broad suite).
 #include "planner/step_bound.hpp"
 
 #include <algorithm>
 #include <vector>
 
-#include "model/fast_path.hpp"
 #include "model/schedule.hpp"
 #include "planner/search_bounds.hpp"
+#include "planner/step_bound_detail.hpp"
 
 namespace epo::planner {
 
 namespace {
 
 constexpr double kSlack = 0.98;
+/// The step order summary a bound without overlap reads: none.
+const std::vector<detail::RankSteps> kNoSteps;
 
 /// The least time an op takes: its device time where the host may issue it ahead.
 double least_ns(const model::OpCost& op) {
@@ -61,13 +72,95 @@ struct ChunkSums {
   double compute_f = 0, compute_b = 0, wgrad = 0, comm_f = 0, comm_b = 0, host = 0;
   double chain_gap_f = 0;  ///< communication a lone forward step waits for
   double chain_gap_b = 0;  ///< the same for a lone backward step
+  int layers = 0, dense = 0;  ///< decoder layers, of them dense (they lead the chunk)
+  bool mtp = false;           ///< holds the MTP layer (last)
 };
+
+/// Least time each stream needs for `combined` combined steps of `pairs` MoE layer pairs each.
+/// Paths through consecutive steps add up (each stream runs in issue order), so the steps are
+/// taken in blocks long enough to come near the steady state (16 pairs), the rest one by one.
+/// The ranks of a configuration share most of their walks: each is done once per bound.
+class CombinedSpans {
+ public:
+  CombinedSpans(const PairCosts& p, bool delayed, bool early)
+      : p_(p), delayed_(delayed), early_(early) {}
+
+  detail::LaneSpans operator()(int pairs, int combined, double send_f_ns, double send_b_ns) {
+    detail::LaneSpans out;
+    if (pairs <= 0 || combined <= 0) return out;
+    const int block = std::min(combined, std::max(1, (16 + pairs - 1) / pairs));
+    const detail::LaneSpans b = walk(pairs, block, send_f_ns, send_b_ns);
+    const detail::LaneSpans one = block > 1 ? walk(pairs, 1, send_f_ns, send_b_ns) : b;
+    const int blocks = combined / block, rest = combined % block;
+    out.compute = blocks * b.compute + rest * one.compute;
+    out.comm = blocks * b.comm + rest * one.comm;
+    return out;
+  }
+
+ private:
+  struct Walk {
+    int pairs, steps;
+    double send_f_ns, send_b_ns;
+    detail::LaneSpans spans;
+  };
+
+  detail::LaneSpans walk(int pairs, int steps, double send_f_ns, double send_b_ns) {
+    for (const Walk& w : done_)
+      if (w.pairs == pairs && w.steps == steps && w.send_f_ns == send_f_ns &&
+          w.send_b_ns == send_b_ns)
+        return w.spans;
+    const detail::LaneSpans s =
+        detail::combined_steps_spans(p_, delayed_, early_, pairs, steps, send_f_ns, send_b_ns);
+    done_.push_back({pairs, steps, send_f_ns, send_b_ns, s});
+    return s;
+  }
+
+  const PairCosts& p_;
+  bool delayed_, early_;
+  std::vector<Walk> done_;
+};
+
+/// Least time the combined steps of one rank need on each stream. Paths add up over consecutive
+/// runs of one chunk pairing, each with its own MoE pairs (`pairs_of(f_chunk, b_chunk)`); or all
+/// the combined steps are one sequence, each with the fewest pairs of any pairing.
+template <typename PairsOf>
+detail::LaneSpans rank_combined_spans(const detail::RankSteps& steps, const PairsOf& pairs_of,
+                                      CombinedSpans& spans, double send_f_ns, double send_b_ns) {
+  struct Runs {
+    int pairs, length, count;
+  };
+  std::vector<Runs> runs;  // steps.runs by MoE pairs instead of chunks: fewer to walk
+  int fewest = 1 << 30, combined = 0;
+  for (const auto& run : steps.runs) {
+    const int pairs = pairs_of(run.f_chunk, run.b_chunk);
+    fewest = std::min(fewest, pairs);
+    combined += run.length * run.count;
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const Runs& x) {
+      return x.pairs == pairs && x.length == run.length;
+    });
+    if (it == runs.end()) {
+      runs.push_back({pairs, run.length, run.count});
+    } else {
+      it->count += run.count;
+    }
+  }
+  detail::LaneSpans by_runs;
+  for (const Runs& run : runs) {
+    const detail::LaneSpans s = spans(run.pairs, run.length, send_f_ns, send_b_ns);
+    by_runs.compute += run.count * s.compute;
+    by_runs.comm += run.count * s.comm;
+  }
+  const detail::LaneSpans whole = spans(fewest, combined, send_f_ns, send_b_ns);
+  return {std::max(by_runs.compute, whole.compute), std::max(by_runs.comm, whole.comm)};
+}
 
 }  // namespace
 
-BoundCosts bound_shape_costs(const model::StepCosts& costs) {
+BoundCosts bound_shape_costs(const model::HardwareProfile& hw, const model::StepCosts& costs) {
   BoundCosts b;
   b.moe = sums_of(costs.moe_layer);
+  b.moe_pair = detail::pair_costs_of(costs.moe_layer);
+  b.compute_rate_under_comm = detail::compute_rate_under_moe_comm(hw, costs.moe_layer);
   b.dense = sums_of(costs.dense_layer);
   b.mtp = sums_of(costs.mtp_layer);
   b.embedding_f_ns = compute_of(costs.embedding_fwd);
@@ -79,12 +172,13 @@ BoundCosts bound_shape_costs(const model::StepCosts& costs) {
 
 void set_bound_parallel_costs(const model::StepCosts& costs, BoundCosts& b) {
   b.dp_grad_reduce_ns = static_cast<double>(costs.dp_grad_reduce.duration_ns);
+  b.pp_send_ns = least_ns(costs.pp_send_recv);
   b.optimizer_step_us = costs.optimizer_step_us;
   b.framework_step_us = costs.framework_step_us;
 }
 
 double step_lower_bound_us(const model::Config& cfg, const model::StepCosts& costs) {
-  BoundCosts b = bound_shape_costs(costs);
+  BoundCosts b = bound_shape_costs(cfg.hw, costs);
   set_bound_parallel_costs(costs, b);
   return step_lower_bound_us(cfg, b);
 }
@@ -114,6 +208,11 @@ double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs) {
       max_f = std::max(max_f, s.max_comm_f);
       max_b = std::max(max_b, s.max_comm_b);
     }
+    c.layers = stage_layers[static_cast<std::size_t>(st)];
+    c.dense = cfg.model.num_experts > 0
+                  ? std::clamp(cfg.model.first_k_dense_layers - first_layer, 0, c.layers)
+                  : c.layers;
+    c.mtp = st == stages - 1 && cfg.model.mtp_num_layers > 0;
     first_layer += stage_layers[static_cast<std::size_t>(st)];
     if (st == 0) {
       c.compute_f += costs.embedding_f_ns;
@@ -129,30 +228,63 @@ double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs) {
         c.wgrad += mtp.wgrad;
       }
     }
-    c.chain_gap_f = std::max(0.0, c.comm_f - max_f);
-    c.chain_gap_b = std::max(0.0, c.comm_b - max_b - (delayed_wgrad ? c.wgrad : 0.0));
+    if (overlapped) {
+      c.chain_gap_f = std::max(0.0, c.comm_f - max_f);
+      c.chain_gap_b = std::max(0.0, c.comm_b - max_b - (delayed_wgrad ? c.wgrad : 0.0));
+    } else {
+      // Plain 1F1B issues every op after the one before (model/schedule.cpp): nothing overlaps,
+      // so all of a step's communication is waited for, the MTP layer's and the sends included.
+      const bool mtp_here = st == stages - 1 && cfg.model.mtp_num_layers > 0;
+      c.chain_gap_f = c.comm_f + (mtp_here ? mtp.comm_f : 0.0) +
+                      (st < stages - 1 ? costs.pp_send_ns : 0.0);
+      c.chain_gap_b = c.comm_b + (mtp_here ? mtp.comm_b : 0.0) + (st > 0 ? costs.pp_send_ns : 0.0);
+    }
   }
   auto at = [&](int rank, int v) -> const ChunkSums& {
     return chunk[static_cast<std::size_t>(v * P + rank)];
   };
+  const double rho = costs.compute_rate_under_comm;
+  CombinedSpans combined_spans(costs.moe_pair, delayed_wgrad,
+                               overlapped && cfg.opt.ep_overlap_early_attn_memory_release);
+  const std::vector<detail::RankSteps>& order =
+      overlapped ? detail::combined_order(P, V, M) : kNoSteps;
   double best = 0, fill = 0, drain = 0;
   for (int r = 0; r < P; ++r) {
-    double compute = 0, comm = 0, host = 0, min_gap_f = 1e300, min_gap_b = 1e300;
+    double compute = 0, comm = 0, host = 0;
     for (int v = 0; v < V; ++v) {
       const ChunkSums& c = at(r, v);
       compute += c.compute_f + c.compute_b;
       comm += c.comm_f + c.comm_b;
       host += c.host;
-      min_gap_f = std::min(min_gap_f, c.chain_gap_f);
-      min_gap_b = std::min(min_gap_b, c.chain_gap_b);
     }
     compute *= M;
     comm *= M;
     host *= M;
     if (overlapped) {
-      // Warm-up forwards and cool-down backwards run alone; the rest are combined steps.
-      const int warmup = model::megatron_num_warmup(P, V, M, r, true, P);
-      compute += warmup * (min_gap_f + min_gap_b);
+      // Warm-up forwards and cool-down backwards run alone; the rest are combined steps, each
+      // pairing a forward and a backward chunk of the rank (combined_order).
+      const detail::RankSteps& steps = order[static_cast<std::size_t>(r)];
+      double lone_compute = 0, lone_comm = 0, lone_idle = 0;
+      for (int v = 0; v < V; ++v) {
+        const ChunkSums& c = at(r, v);
+        const int nf = steps.lone_f[static_cast<std::size_t>(v)];
+        const int nb = steps.lone_b[static_cast<std::size_t>(v)];
+        lone_compute += nf * c.compute_f + nb * c.compute_b;
+        lone_comm += nf * c.comm_f + nb * c.comm_b;
+        lone_idle += nf * c.chain_gap_f + nb * c.chain_gap_b;
+      }
+      auto pairs_of = [&](int f, int b) {
+        const ChunkSums &cf = at(r, f), &cb = at(r, b);
+        return detail::moe_pairs(cf.layers, cf.dense, cf.mtp, cb.layers, cb.dense, cb.mtp);
+      };
+      // Ranks past the first send every backward on, ranks before the last every forward.
+      const detail::LaneSpans spans =
+          rank_combined_spans(steps, pairs_of, combined_spans, r < P - 1 ? costs.pp_send_ns : -1.0,
+                              r > 0 ? costs.pp_send_ns : -1.0);
+      const double work = compute;
+      compute = std::max({work + lone_idle, lone_compute + lone_idle + spans.compute,
+                          work + (1.0 - rho) * comm + rho * lone_idle});
+      comm = std::max(comm, lone_comm + spans.comm);
     } else {
       double gaps = 0;
       for (int v = 0; v < V; ++v) gaps += at(r, v).chain_gap_f + at(r, v).chain_gap_b;
@@ -208,27 +340,10 @@ BoundCosts ShapeCostCache::shape_part(const Candidate& c, const model::Config& c
     if (it != map_.end()) return it->second;
   }
   // Computed outside the lock: two workers may both compute a shape, with the same result.
-  const BoundCosts b = bound_shape_costs(model::compute_shape_costs(cfg));
+  const BoundCosts b = bound_shape_costs(cfg.hw, model::compute_shape_costs(cfg));
   std::lock_guard<std::mutex> lock(mu_);
   map_.emplace(k, b);
   return b;
-}
-
-/// Chunk-micro-batches alive at the activation peak of the first pipeline rank, from the same
-/// step order the fast path walks; counting the MTP layer in the chunk size makes it a lower
-/// bound of the fast path's figure. The memory model is monotone in it, so memory with it is a
-/// lower bound of the predicted memory.
-double in_flight_lower_bound(const model::Config& cfg) {
-  const int v = cfg.par.vpp;
-  const auto stage_layers = model::virtual_stage_layers(cfg);
-  int total = 0;
-  for (int chunk = 0; chunk < v; ++chunk) {
-    const auto c = model::chunk_shape(cfg, stage_layers, 0, chunk);
-    total += c.num_layers + (c.mtp ? 1 : 0);
-  }
-  const double per_chunk = static_cast<double>(std::max(1, total)) / v;
-  return model::activation_peak_layers_fast(cfg, 0, cfg.opt.overlap_moe_expert_parallel_comm) /
-         per_chunk;
 }
 
 }  // namespace detail

@@ -100,7 +100,7 @@ TEST_CASE("shape costs shared across pipeline layouts give the bound computed af
       set_bound_parallel_costs(parallel, b);
       INFO(plan_key(work));
       CHECK(step_lower_bound_us(work, b) == fresh);
-      CHECK(same_bounds(b, bound_shape_costs(model::compute_step_costs(work))));
+      CHECK(same_bounds(b, bound_shape_costs(work.hw, model::compute_step_costs(work))));
       ++checked;
       return true;
     };
