@@ -26,10 +26,11 @@ struct Bounded {
 };
 
 /// The shape part of the step bound's costs (bound_shape_costs of model::compute_shape_costs) by
-/// candidate, shared by the filter workers. Candidates that differ only in pp, vpp and the
-/// pipeline layout share it: compute_shape_costs reads none of them, nor dp. DeepSeek-V3 on 1,024
-/// GPUs has about ten pipeline layouts per shape, and the cost model took most of the filters'
-/// time before.
+/// candidate, shared by the filter workers. Candidates that differ only in pp, vpp, the pipeline
+/// layout or the overlap and early-release flags share it: compute_shape_costs reads none of
+/// them (the flags change the schedule, not its ops; delay_wgrad_compute splits ops, so it
+/// stays), nor dp. DeepSeek-V3 on 1,024 GPUs has about ten pipeline layouts per shape and
+/// options, and the cost model took most of the filters' time before.
 class ShapeCostCache {
  public:
   /// The shape part for candidate `c`; `cfg` is the search's base with `c` applied. Throws what
@@ -40,7 +41,7 @@ class ShapeCostCache {
   /// The candidate's fields that the shape costs depend on.
   struct Key {
     std::int16_t tp, cp, ep, etp, mbs, comm_sms;
-    std::uint8_t dispatcher, backend, overlap, delay_wgrad, early_release, recompute, cuda_graph;
+    std::uint8_t dispatcher, backend, delay_wgrad, recompute, cuda_graph;
     bool operator==(const Key& o) const;
   };
   struct KeyHash {

@@ -306,17 +306,15 @@ double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs) {
 namespace detail {
 
 ShapeCostCache::Key ShapeCostCache::key_of(const Candidate& c) {
-  return {c.tp,         c.cp,      c.ep,      c.etp,         c.mbs,
-          c.comm_sms,   c.dispatcher, c.backend, c.overlap, c.delay_wgrad,
-          c.early_release, c.recompute, c.cuda_graph};
+  return {c.tp,         c.cp,      c.ep,          c.etp,       c.mbs,
+          c.comm_sms,   c.dispatcher, c.backend, c.delay_wgrad, c.recompute,
+          c.cuda_graph};
 }
 
 bool ShapeCostCache::Key::operator==(const Key& o) const {
   return tp == o.tp && cp == o.cp && ep == o.ep && etp == o.etp && mbs == o.mbs &&
          comm_sms == o.comm_sms && dispatcher == o.dispatcher && backend == o.backend &&
-         overlap == o.overlap && delay_wgrad == o.delay_wgrad &&
-         early_release == o.early_release && recompute == o.recompute &&
-         cuda_graph == o.cuda_graph;
+         delay_wgrad == o.delay_wgrad && recompute == o.recompute && cuda_graph == o.cuda_graph;
 }
 
 std::size_t ShapeCostCache::KeyHash::operator()(const Key& k) const {
@@ -325,8 +323,7 @@ std::size_t ShapeCostCache::KeyHash::operator()(const Key& k) const {
                             static_cast<long long>(k.ep), static_cast<long long>(k.etp),
                             static_cast<long long>(k.mbs), static_cast<long long>(k.comm_sms),
                             static_cast<long long>(k.dispatcher), static_cast<long long>(k.backend),
-                            static_cast<long long>(k.overlap), static_cast<long long>(k.delay_wgrad),
-                            static_cast<long long>(k.early_release),
+                            static_cast<long long>(k.delay_wgrad),
                             static_cast<long long>(k.recompute), static_cast<long long>(k.cuda_graph)})
     h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL;
   return static_cast<std::size_t>(h ^ (h >> 29));

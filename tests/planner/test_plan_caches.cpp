@@ -1,7 +1,8 @@
 // The search's reuse of earlier work gives exactly what computing afresh gives: the step bound's
-// shape costs shared by the candidates that differ only in pp, vpp and layout, and the fast
-// path's memo of step types and steps across predictions. Both are compared on samples of the
-// planner's own spaces, including layouts with uneven pipelines and a profile with host time.
+// shape costs shared by the candidates that differ only in pp, vpp, layout and the overlap and
+// early-release flags, and the fast path's memo of step types and steps across predictions. Both
+// are compared on samples of the planner's own spaces, including layouts with uneven pipelines
+// and a profile with host time.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -61,23 +62,32 @@ bool same_bounds(const BoundCosts& a, const BoundCosts& b) {
            x.comm_f == y.comm_f && x.comm_b == y.comm_b && x.max_comm_f == y.max_comm_f &&
            x.max_comm_b == y.max_comm_b && x.host == y.host;
   };
-  return same(a.moe, b.moe) && same(a.dense, b.dense) && same(a.mtp, b.mtp) &&
+  const PairCosts &p = a.moe_pair, &q = b.moe_pair;
+  const bool same_pair = p.pre_f == q.pre_f && p.dispatch_f == q.dispatch_f &&
+                         p.mlp_f == q.mlp_f && p.combine_f == q.combine_f &&
+                         p.combine_b == q.combine_b && p.mlp_b == q.mlp_b &&
+                         p.dispatch_b == q.dispatch_b && p.pre_b == q.pre_b &&
+                         p.mlp_wgrad == q.mlp_wgrad && p.pre_wgrad == q.pre_wgrad;
+  return same(a.moe, b.moe) && same(a.dense, b.dense) && same(a.mtp, b.mtp) && same_pair &&
+         a.compute_rate_under_comm == b.compute_rate_under_comm &&
          a.embedding_f_ns == b.embedding_f_ns && a.embedding_b_ns == b.embedding_b_ns &&
          a.lm_head_f_ns == b.lm_head_f_ns && a.lm_head_b_ns == b.lm_head_b_ns;
 }
 
 }  // namespace
 
-/// Same shape fields (what the shape costs depend on), another pipeline layout.
-bool same_shape_other_pipeline(const Candidate& a, const Candidate& b) {
+/// Same shape fields (what the shape costs depend on), another pipeline layout or other overlap
+/// and early-release flags (another schedule of the same ops).
+bool same_shape_other_schedule(const Candidate& a, const Candidate& b) {
   return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.mbs == b.mbs &&
-         a.dispatcher == b.dispatcher && a.backend == b.backend && a.overlap == b.overlap &&
-         a.delay_wgrad == b.delay_wgrad && a.early_release == b.early_release &&
-         a.comm_sms == b.comm_sms && a.recompute == b.recompute && a.cuda_graph == b.cuda_graph &&
-         (a.pp != b.pp || a.vpp != b.vpp);
+         a.dispatcher == b.dispatcher && a.backend == b.backend &&
+         a.delay_wgrad == b.delay_wgrad && a.comm_sms == b.comm_sms &&
+         a.recompute == b.recompute && a.cuda_graph == b.cuda_graph &&
+         (a.pp != b.pp || a.vpp != b.vpp || a.overlap != b.overlap ||
+          a.early_release != b.early_release);
 }
 
-TEST_CASE("shape costs shared across pipeline layouts give the bound computed afresh") {
+TEST_CASE("shape costs shared across schedules give the bound computed afresh") {
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
@@ -104,13 +114,13 @@ TEST_CASE("shape costs shared across pipeline layouts give the bound computed af
       ++checked;
       return true;
     };
-    // A sampled candidate, then up to two of the same shape under other pipeline layouts, which
-    // the cache serves from the first.
+    // A sampled candidate, then up to three of the same shape under other pipeline layouts or
+    // overlap flags, which the cache serves from the first.
     for (size_t i = 0; i < cands.size(); i += static_cast<size_t>(sp.stride) * 4) {
       if (!check(cands[i])) continue;
       int twins = 0;
-      for (size_t j = 0; j < cands.size() && twins < 2; ++j)
-        if (same_shape_other_pipeline(cands[i], cands[j]) && check(cands[j])) ++twins;
+      for (size_t j = 0; j < cands.size() && twins < 3; ++j)
+        if (same_shape_other_schedule(cands[i], cands[j]) && check(cands[j])) ++twins;
       shared += twins;
     }
     CHECK(checked > 10);
@@ -133,7 +143,9 @@ TEST_CASE("the fast path's memo answers what a fresh evaluation answers") {
       with_twins.push_back(i);
       if (i + 1 < cands.size()) with_twins.push_back(i + 1);
       for (size_t j = 0; j < cands.size(); ++j)
-        if (same_shape_other_pipeline(cands[i], cands[j]) && cands[i].pp == cands[j].pp) {
+        if (same_shape_other_schedule(cands[i], cands[j]) && cands[i].pp == cands[j].pp &&
+            cands[i].overlap == cands[j].overlap &&
+            cands[i].early_release == cands[j].early_release) {
           with_twins.push_back(j);
           break;
         }
