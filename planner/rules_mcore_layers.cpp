@@ -68,10 +68,14 @@ void add_mcore_recompute_rules(std::vector<Rule>& out) {
       kBothFrontends,
       [](const Config& c, const ValidationContext& x) -> std::string {
         if (!selective(c)) return "";
-        std::vector<std::string> allowed = kRecomputeModules;
-        if (x.megatron == V::main)
-          for (const char* m : {"gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) allowed.push_back(m);
-        const std::string bad = unknown_of(c.opt.recompute_modules, allowed);
+        // Built once: the plan search asks this of every candidate.
+        static const std::vector<std::string> kMain = [] {
+          std::vector<std::string> v = kRecomputeModules;
+          for (const char* m : {"gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) v.push_back(m);
+          return v;
+        }();
+        const std::string bad =
+            unknown_of(c.opt.recompute_modules, x.megatron == V::main ? kMain : kRecomputeModules);
         if (bad.empty()) return "";
         return cat("Invalid choices for recompute_modules: ", bad);
       },

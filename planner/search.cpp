@@ -94,6 +94,7 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
                  std::atomic<long long>& done, WorkerOut& out, std::vector<Bounded>& passed,
                  detail::ShapeCostCache& shape_costs) {
   Config work = spec.base;
+  detail::LayoutMemory layout_memory;
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
     apply_candidate(work, c);
@@ -103,8 +104,13 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
         ++out.rejected[r->id];
         return;
       }
+      if (layout_memory.cannot_fit(c)) {
+        ++out.rejected["memory"];
+        return;
+      }
       // The memory the prediction reports (estimate_memory walks the schedule itself).
       mem = model::estimate_memory(work);
+      layout_memory.note(c, mem);
     } catch (const std::exception& e) {
       ++out.rejected[std::string("model: ") + e.what()];
       return;
@@ -191,10 +197,7 @@ std::vector<Summary> evaluate_missing(const ErrorRules& rules, const SearchSpec&
 
 /// Same layout, dispatcher and overlap/recompute flags: differ at most in comm SMs and graphs.
 bool same_but_tuning(const Candidate& a, const Candidate& b) {
-  return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.cp == b.cp && a.ep == b.ep &&
-         a.etp == b.etp && a.mbs == b.mbs && a.dispatcher == b.dispatcher &&
-         a.backend == b.backend && a.overlap == b.overlap && a.delay_wgrad == b.delay_wgrad &&
-         a.early_release == b.early_release && a.recompute == b.recompute;
+  return detail::tuning_group(a) == detail::tuning_group(b);
 }
 
 /// Dispatcher class: 0 alltoall/allgather, 1 flex+deepep, 2 flex+hybridep.

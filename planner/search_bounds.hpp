@@ -2,6 +2,7 @@
 // The search's pruning state (internal to planner/search.cpp and planner/step_bound.cpp): the
 // bounds of a candidate that passed the cheap filters and the incumbents they are tested against.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/memory.hpp"
 #include "planner/search.hpp"
 #include "planner/step_bound.hpp"
 
@@ -50,6 +52,34 @@ class ShapeCostCache {
   static Key key_of(const Candidate& c);
   std::mutex mu_;
   std::unordered_map<Key, BoundCosts, KeyHash> map_;
+};
+
+/// The weights, gradients and optimizer states of the pipeline layout estimated last: none of
+/// them depends on the options the search varies for a layout (dispatcher, overlap, recompute,
+/// CUDA graphs, SM counts; model/memory.cpp), and a rank needs at least them. When they alone
+/// exceed the GPU's memory, no option set of that layout fits and estimate_memory need not be
+/// asked again. One per filter worker: candidates come in runs of one layout.
+class LayoutMemory {
+ public:
+  /// No option set of `c`'s layout fits (an earlier estimate of the layout showed it).
+  bool cannot_fit(const Candidate& c) const {
+    return known_ && layout_ == layout_of(c) && static_bytes_ > capacity_bytes_;
+  }
+  /// Notes `m`, the estimate of candidate `c`.
+  void note(const Candidate& c, const model::MemoryBreakdown& m) {
+    known_ = true;
+    layout_ = layout_of(c);
+    static_bytes_ = m.weights_bytes + m.fp8_weight_bytes + m.gradients_bytes + m.optimizer_bytes;
+    capacity_bytes_ = m.capacity_bytes;
+  }
+
+ private:
+  static std::array<int, 8> layout_of(const Candidate& c) {
+    return {c.tp, c.pp, c.vpp, c.cp, c.ep, c.etp, c.mbs, c.layout};
+  }
+  bool known_ = false;
+  std::array<int, 8> layout_{};
+  double static_bytes_ = 0, capacity_bytes_ = 0;
 };
 
 /// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is

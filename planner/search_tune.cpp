@@ -38,6 +38,12 @@ const Rule* ErrorRules::first_error(const Config& cfg) const {
   return nullptr;
 }
 
+TuningGroup tuning_group(const Candidate& c) {
+  return {c.tp,         c.pp,           c.vpp,       c.cp,         c.ep,
+          c.etp,        c.mbs,          c.dispatcher, c.backend,   c.overlap,
+          c.delay_wgrad, c.early_release, c.recompute};
+}
+
 std::vector<int> flex_sm_counts(FlexBackend backend) {
   if (backend == FlexBackend::deepep) return {16, 20, 24, 32};
   return {8, 16, 24, 32};
@@ -136,21 +142,12 @@ void predict_sm_counts(std::vector<Trial>& trials, const Summary& first_pass, Co
   }
 }
 
-/// Same layout, dispatcher and flags: plans that differ at most in comm SMs and CUDA graphs,
-/// which the top N lists once (search.cpp, same_but_tuning).
-using GroupKey = std::array<int, 13>;
-GroupKey group_of(const Candidate& c) {
-  return {c.tp,      c.pp,      c.vpp,         c.cp,          c.ep,
-          c.etp,     c.mbs,     c.dispatcher,  c.backend,     c.overlap,
-          c.delay_wgrad, c.early_release, c.recompute};
-}
-
 /// Whether tuning a plan can change what the search reports, from the first pass alone. Every
 /// plan's final step is at most its first-pass one (tuning only finds faster counts) and its
 /// final memory at most `mem_up` (its own, or its largest viable count's if it is tuned); the
 /// plan's own final step is at least `step_lb` and its memory at least `mem`. Its tuning cannot
 /// matter if the first pass's best plan is a flex plan (the final winner then is one too, and the
-/// other-dispatcher reference an alltoall plan), at least N same_but_tuning groups have a plan
+/// other-dispatcher reference an alltoall plan), at least N tuning groups have a plan
 /// faster than `step_lb` (the top N is complete before the plan), and a plan faster than
 /// `step_lb` needs no more memory than `mem` (the plan is off the Pareto front, so it moves no
 /// other plan off it).
@@ -165,11 +162,11 @@ class TuneRelevance {
       const Summary &x = feasible[a], &y = feasible[b];
       return x.step_us != y.step_us ? x.step_us < y.step_us : x.idx < y.idx;
     });
-    std::set<GroupKey> groups;
+    std::set<TuningGroup> groups;
     double min_mem = 1e300;
     for (const std::size_t i : by_step) {
       const Summary* s = &feasible[i];
-      groups.insert(group_of(cands[static_cast<std::size_t>(s->idx)]));
+      groups.insert(tuning_group(cands[static_cast<std::size_t>(s->idx)]));
       min_mem = std::min(min_mem, mem_up[i]);
       steps_.push_back(s->step_us);
       groups_before_.push_back(groups.size());

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the plan search (planner/search.cpp): the evaluated plans' summaries and the second
 // pass that tunes the flex backends' SM count of the plans that can be reported.
+#include <array>
 #include <vector>
 
 #include "planner/search.hpp"
@@ -29,6 +30,11 @@ class ErrorRules {
   const ValidationContext* ctx_;
   std::vector<const Rule*> rules_;
 };
+
+/// A candidate's fields but its comm SMs and CUDA graphs: plans alike in them that predict the
+/// same are listed once in the top N (the others as its variants).
+using TuningGroup = std::array<int, 13>;
+TuningGroup tuning_group(const Candidate& c);
 
 /// The SM counts the search tries for a flex backend's dispatch and combine kernels.
 std::vector<int> flex_sm_counts(model::FlexBackend backend);
