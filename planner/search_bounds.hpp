@@ -54,11 +54,12 @@ class ShapeCostCache {
   std::unordered_map<Key, BoundCosts, KeyHash> map_;
 };
 
-/// The weights, gradients and optimizer states of the pipeline layout estimated last: none of
-/// them depends on the options the search varies for a layout (dispatcher, overlap, recompute,
-/// CUDA graphs, SM counts; model/memory.cpp), and a rank needs at least them. When they alone
-/// exceed the GPU's memory, no option set of that layout fits and estimate_memory need not be
-/// asked again. One per filter worker: candidates come in runs of one layout.
+/// The weights, gradients and optimizer states of the peak rank of the layout estimated last.
+/// A rank's depend on none of the options the search varies for a layout (dispatcher, overlap,
+/// recompute, CUDA graphs, SM counts; model/memory.cpp), and the peak is at least that rank's
+/// memory: when they alone exceed the GPU's memory, no option set of the layout fits and
+/// estimate_memory need not be asked again. One per filter worker: candidates come in runs of
+/// one layout.
 class LayoutMemory {
  public:
   /// No option set of `c`'s layout fits (an earlier estimate of the layout showed it).

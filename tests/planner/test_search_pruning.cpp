@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "model/memory.hpp"
 #include "model/schedule.hpp"
 #include "planner/search.hpp"
 #include "planner/step_bound.hpp"
@@ -78,6 +79,50 @@ TEST_CASE("the pruned search returns what exhaustive evaluation returns") {
     SearchSpec s = small_deepseek_like("h100-sxm", 8, 32);
     s.top_n = 3;
     check_same_results(s);
+  }
+}
+
+TEST_CASE("every option set of a layout needs at least the static memory of its first") {
+  // What LayoutMemory relies on to reject a layout's option sets for memory without estimating
+  // each: the weights, gradients and optimizer states of the rank at the first estimate's peak do
+  // not depend on the options, and the peak of any option set is at least that rank's memory.
+  struct Space {
+    const char* model;
+    const char* hardware;
+    int gpus, gbs;
+  };
+  for (const Space sp :
+       {Space{"deepseek-v3", "dgx-h100", 256, 2048}, Space{"qwen3-30b-a3b", "h100-sxm", 16, 512}}) {
+    CAPTURE(sp.model, sp.gpus);
+    SearchSpec s;
+    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    const auto cands = generate_candidates(s);
+    model::Config work = s.base;
+    long long layouts = 0;
+    for (size_t i = 0; i < cands.size(); i += 120 * 7) {  // every 7th layout, all its options
+      const Candidate& first = cands[i];
+      double static_bytes = -1;
+      for (size_t j = i;
+           j < cands.size() && cands[j].tp == first.tp && cands[j].pp == first.pp &&
+           cands[j].vpp == first.vpp && cands[j].cp == first.cp && cands[j].ep == first.ep &&
+           cands[j].etp == first.etp && cands[j].mbs == first.mbs;
+           ++j) {
+        apply_candidate(work, cands[j]);
+        model::MemoryBreakdown m;
+        try {
+          m = model::estimate_memory(work);
+        } catch (const std::exception&) {
+          continue;
+        }
+        const double st =
+            m.weights_bytes + m.fp8_weight_bytes + m.gradients_bytes + m.optimizer_bytes;
+        INFO(plan_key(work));
+        if (static_bytes < 0) static_bytes = st;
+        CHECK(m.total_bytes >= static_bytes);
+      }
+      layouts += static_bytes >= 0;
+    }
+    CHECK(layouts > 5);
   }
 }
 
