@@ -78,8 +78,9 @@ struct ChunkSums {
 
 /// Least time each stream needs for `combined` combined steps of `pairs` MoE layer pairs each.
 /// Paths through consecutive steps add up (each stream runs in issue order), so the steps are
-/// taken in blocks long enough to come near the steady state (16 pairs), the rest one by one.
-/// The ranks of a configuration share most of their walks: each is done once per bound.
+/// taken in blocks long enough to come near the steady state (16 pairs), the rest as one shorter
+/// block. One walk of a block gives every shorter one on the way; the ranks of a configuration
+/// share most of them.
 class CombinedSpans {
  public:
   CombinedSpans(const PairCosts& p, bool delayed, bool early)
@@ -88,31 +89,30 @@ class CombinedSpans {
   detail::LaneSpans operator()(int pairs, int combined, double send_f_ns, double send_b_ns) {
     detail::LaneSpans out;
     if (pairs <= 0 || combined <= 0) return out;
-    const int block = std::min(combined, std::max(1, (16 + pairs - 1) / pairs));
-    const detail::LaneSpans b = walk(pairs, block, send_f_ns, send_b_ns);
-    const detail::LaneSpans one = block > 1 ? walk(pairs, 1, send_f_ns, send_b_ns) : b;
+    const int block = std::max(1, (kBlockPairs + pairs - 1) / pairs);
+    const detail::LaneSpans* s = walk(pairs, block, send_f_ns, send_b_ns);
     const int blocks = combined / block, rest = combined % block;
-    out.compute = blocks * b.compute + rest * one.compute;
-    out.comm = blocks * b.comm + rest * one.comm;
+    out.compute = blocks * s[block - 1].compute + (rest > 0 ? s[rest - 1].compute : 0.0);
+    out.comm = blocks * s[block - 1].comm + (rest > 0 ? s[rest - 1].comm : 0.0);
     return out;
   }
 
  private:
+  static constexpr int kBlockPairs = 16;
   struct Walk {
-    int pairs, steps;
+    int pairs;
     double send_f_ns, send_b_ns;
-    detail::LaneSpans spans;
+    detail::LaneSpans spans[kBlockPairs];  // after 1, 2, ... steps of the block
   };
 
-  detail::LaneSpans walk(int pairs, int steps, double send_f_ns, double send_b_ns) {
+  const detail::LaneSpans* walk(int pairs, int steps, double send_f_ns, double send_b_ns) {
     for (const Walk& w : done_)
-      if (w.pairs == pairs && w.steps == steps && w.send_f_ns == send_f_ns &&
-          w.send_b_ns == send_b_ns)
+      if (w.pairs == pairs && w.send_f_ns == send_f_ns && w.send_b_ns == send_b_ns)
         return w.spans;
-    const detail::LaneSpans s =
-        detail::combined_steps_spans(p_, delayed_, early_, pairs, steps, send_f_ns, send_b_ns);
-    done_.push_back({pairs, steps, send_f_ns, send_b_ns, s});
-    return s;
+    done_.push_back({pairs, send_f_ns, send_b_ns, {}});
+    detail::combined_steps_spans(p_, delayed_, early_, pairs, steps, send_f_ns, send_b_ns,
+                                 done_.back().spans);
+    return done_.back().spans;
   }
 
   const PairCosts& p_;

@@ -20,15 +20,16 @@ struct LaneSpans {
   double compute = 0, comm = 0;
 };
 
-/// Least time from the first op to the end of the last op of each stream over `steps`
-/// consecutive combined steps that each hold `pairs` layer pairs with a MoE layer on both sides
-/// (no MTP layer) and end with the pipeline sends (`send_f_ns`, `send_b_ns`; < 0: the step has
-/// none): the longest path through those ops' dependencies (each op its least time, each stream
-/// in issue order, each side's ops in order) from the stream's first op. Ops the steps hold
-/// besides are left out; they only lengthen the real paths. `delayed`: delay_wgrad_compute;
-/// `early`: ep_overlap_early_attn_memory_release (issue order).
-LaneSpans combined_steps_spans(const PairCosts& p, bool delayed, bool early, int pairs, int steps,
-                               double send_f_ns, double send_b_ns);
+/// Least time from the first op to the end of the last op of each stream over the first k + 1
+/// of `steps` consecutive combined steps, in spans[k] (k < steps); each step holds `pairs` layer
+/// pairs with a MoE layer on both sides (no MTP layer) and ends with the pipeline sends
+/// (`send_f_ns`, `send_b_ns`; < 0: the step has none): the longest path through those ops'
+/// dependencies (each op its least time, each stream in issue order, each side's ops in order)
+/// from the stream's first op. Ops the steps hold besides are left out; they only lengthen the
+/// real paths. `delayed`: delay_wgrad_compute; `early`: ep_overlap_early_attn_memory_release
+/// (issue order).
+void combined_steps_spans(const PairCosts& p, bool delayed, bool early, int pairs, int steps,
+                          double send_f_ns, double send_b_ns, LaneSpans* spans);
 
 /// Layer pairs with a MoE layer on both sides (no MTP layer) that a combined step of forward
 /// chunk f and backward chunk b holds: forward layer i runs beside backward layer nb - 1 - i

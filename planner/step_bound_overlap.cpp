@@ -64,12 +64,11 @@ double compute_rate_under_moe_comm(const model::HardwareProfile& hw, const model
   return rate > 0 ? rate : 1.0;
 }
 
-LaneSpans combined_steps_spans(const PairCosts& p, bool delayed, bool early, int pairs, int steps,
-                               double send_f_ns, double send_b_ns) {
+void combined_steps_spans(const PairCosts& p, bool delayed, bool early, int pairs, int steps,
+                          double send_f_ns, double send_b_ns, LaneSpans* spans) {
   // Without delay_wgrad_compute the weight gradients run inside the backward ops.
   const double mlp_b = delayed ? p.mlp_b : p.mlp_b + p.mlp_wgrad;
   const double pre_b = delayed ? p.pre_b : p.pre_b + p.pre_wgrad;
-  LaneSpans out;
   for (const bool from_compute : {true, false}) {
     double compute = kNever, comm = kNever;
     bool source_seen = false;
@@ -103,10 +102,10 @@ LaneSpans combined_steps_spans(const PairCosts& p, bool delayed, bool early, int
       // Phase n+1: the sends follow their side's last op; the next step's ops follow them.
       if (send_f_ns >= 0) on_comm(f, send_f_ns);
       if (send_b_ns >= 0) on_comm(b, send_b_ns);
+      (from_compute ? spans[s].compute : spans[s].comm) =
+          std::max(0.0, from_compute ? compute : comm);
     }
-    (from_compute ? out.compute : out.comm) = std::max(0.0, from_compute ? compute : comm);
   }
-  return out;
 }
 
 namespace {

@@ -186,16 +186,19 @@ TEST_CASE("combined-step paths: a hand-derived case") {
   // 4-14, then experts, dispatch and attention 14-17: 17. Communication stream, from the backward
   // combine at 0-10: forward dispatch 10-11, backward dispatch after the experts (10-11) 11-12,
   // forward combine after the forward experts (11-12) 12-13: 13; the second pair adds 13: 26.
+  // Two steps of one pair each give the same: the next step's combine follows this step's on
+  // the communication stream.
   PairCosts p;
   p.pre_f = p.dispatch_f = p.mlp_f = p.combine_f = 1;
   p.combine_b = 10;
   p.mlp_b = p.dispatch_b = p.pre_b = 1;
-  const planner::detail::LaneSpans one =
-      planner::detail::combined_steps_spans(p, false, false, 1, 1, -1, -1);
-  CHECK(one.compute == 4);
-  CHECK(one.comm == 13);
-  const planner::detail::LaneSpans two =
-      planner::detail::combined_steps_spans(p, false, false, 2, 1, -1, -1);
-  CHECK(two.compute == 17);
-  CHECK(two.comm == 26);
+  planner::detail::LaneSpans pairs[1], steps[2];
+  planner::detail::combined_steps_spans(p, false, false, 2, 1, -1, -1, pairs);
+  CHECK(pairs[0].compute == 17);
+  CHECK(pairs[0].comm == 26);
+  planner::detail::combined_steps_spans(p, false, false, 1, 2, -1, -1, steps);
+  CHECK(steps[0].compute == 4);
+  CHECK(steps[0].comm == 13);
+  CHECK(steps[1].compute == 17);
+  CHECK(steps[1].comm == 26);
 }
