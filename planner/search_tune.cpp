@@ -5,16 +5,12 @@
 #include "planner/search_tune.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <exception>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "model/fast_path.hpp"
-#include "model/memory.hpp"
-#include "planner/step_bound.hpp"
 
 namespace epo::planner::detail {
 
@@ -83,116 +79,33 @@ std::vector<size_t> reportable(const std::vector<Summary>& feasible, size_t keep
 
 namespace {
 
-/// One SM count of a plan: whether it can be the plan's best at all (its rules pass and the
-/// model's costs and memory accept it, memory fitting), its step-time bound and its memory; then
-/// what predicting it gave.
+/// What one SM count of a plan gave: refused by the rules, refused by the model, or a prediction.
 struct Trial {
   Candidate cand;
-  bool viable = false;
-  double step_lb_us = 0, mem_bytes = 0;
-  enum { none, model_error, predicted } kind = none;
+  enum { refused, model_error, predicted } kind = refused;
   model::Prediction pred;
 };
 
-/// The SM counts of one plan in flex_sm_counts order, not yet predicted; with `bounded`, with
-/// their step-time bound and memory. A count that is not viable would be refused by the rules,
-/// the model or the memory filter after its prediction: it never replaces the plan. Unbounded,
-/// every count the rules accept is viable (and predicted).
-std::vector<Trial> bound_sm_counts(const ErrorRules& rules, const Candidate& base, bool bounded,
-                                   Config& work) {
+/// Every SM count of one plan, in flex_sm_counts order.
+std::vector<Trial> try_sm_counts(const ErrorRules& rules, const Candidate& base, Config& work) {
   std::vector<Trial> out;
   for (int sms : flex_sm_counts(static_cast<FlexBackend>(base.backend))) {
     Trial t;
     t.cand = base;
     t.cand.comm_sms = static_cast<std::int16_t>(sms);
     apply_candidate(work, t.cand);
-    if (rules.first_error(work)) {
-      // refused by the rules: never predicted
-    } else if (!bounded) {
-      t.viable = true;
-    } else {
+    if (!rules.first_error(work)) {
       try {
-        t.step_lb_us = step_lower_bound_us(work, model::compute_step_costs(work));
-        const model::MemoryBreakdown mem = model::estimate_memory(work);
-        t.viable = mem.fits;
-        t.mem_bytes = mem.total_bytes;
+        t.pred = model::predict_fast_ranking(work);
+        t.kind = Trial::predicted;
       } catch (const std::exception&) {
-        t.viable = false;  // predict_fast_ranking throws the same
+        t.kind = Trial::model_error;  // the plan keeps its own count
       }
     }
     out.push_back(std::move(t));
   }
   return out;
 }
-
-/// Predicts the viable counts in order. A count whose bound exceeds the best step found so far
-/// cannot be better (nor tie: its index comes later), so it is not predicted.
-void predict_sm_counts(std::vector<Trial>& trials, const Summary& first_pass, Config& work) {
-  double best_step = first_pass.step_us;
-  for (Trial& t : trials) {
-    if (!t.viable || t.step_lb_us > best_step) continue;
-    apply_candidate(work, t.cand);
-    try {
-      t.pred = model::predict_fast_ranking(work);
-      t.kind = Trial::predicted;
-      if (t.pred.memory.fits) best_step = std::min(best_step, t.pred.step_time_us);
-    } catch (const std::exception&) {
-      t.kind = Trial::model_error;
-    }
-  }
-}
-
-/// Whether tuning a plan can change what the search reports, from the first pass alone. Every
-/// plan's final step is at most its first-pass one (tuning only finds faster counts) and its
-/// final memory at most `mem_up` (its own, or its largest viable count's if it is tuned); the
-/// plan's own final step is at least `step_lb` and its memory at least `mem`. Its tuning cannot
-/// matter if the first pass's best plan is a flex plan (the final winner then is one too, and the
-/// other-dispatcher reference an alltoall plan), at least N tuning groups have a plan
-/// faster than `step_lb` (the top N is complete before the plan), and a plan faster than
-/// `step_lb` needs no more memory than `mem` (the plan is off the Pareto front, so it moves no
-/// other plan off it).
-class TuneRelevance {
- public:
-  TuneRelevance(const std::vector<Summary>& feasible, const std::vector<double>& mem_up,
-                const std::vector<Candidate>& cands, int top_n)
-      : top_n_(static_cast<std::size_t>(std::max(1, top_n))) {
-    std::vector<std::size_t> by_step(feasible.size());
-    for (std::size_t i = 0; i < by_step.size(); ++i) by_step[i] = i;
-    std::sort(by_step.begin(), by_step.end(), [&](std::size_t a, std::size_t b) {
-      const Summary &x = feasible[a], &y = feasible[b];
-      return x.step_us != y.step_us ? x.step_us < y.step_us : x.idx < y.idx;
-    });
-    std::set<TuningGroup> groups;
-    double min_mem = 1e300;
-    for (const std::size_t i : by_step) {
-      const Summary* s = &feasible[i];
-      groups.insert(tuning_group(cands[static_cast<std::size_t>(s->idx)]));
-      min_mem = std::min(min_mem, mem_up[i]);
-      steps_.push_back(s->step_us);
-      groups_before_.push_back(groups.size());
-      min_mem_before_.push_back(min_mem);
-    }
-    const auto best = std::min_element(feasible.begin(), feasible.end(), better);
-    winner_flex_ = best != feasible.end() &&
-                   cands[static_cast<std::size_t>(best->idx)].dispatcher ==
-                       static_cast<std::uint8_t>(Dispatcher::flex);
-  }
-
-  bool matters(double step_lb, double mem) const {
-    if (!winner_flex_) return true;
-    // Plans strictly faster than step_lb: the first `n` by step.
-    const std::size_t n = static_cast<std::size_t>(
-        std::lower_bound(steps_.begin(), steps_.end(), step_lb) - steps_.begin());
-    if (n == 0) return true;
-    return groups_before_[n - 1] < top_n_ || min_mem_before_[n - 1] > mem;
-  }
-
- private:
-  std::size_t top_n_;
-  bool winner_flex_ = false;
-  std::vector<double> steps_, min_mem_before_;
-  std::vector<std::size_t> groups_before_;
-};
 
 /// Runs job(k, cfg) for k in [0, n) on up to `threads` threads (one working configuration each);
 /// the first exception is rethrown after all have joined.
@@ -229,50 +142,22 @@ void tune_flex_sms(const SearchSpec& spec, const ErrorRules& rules, std::vector<
     if (c.dispatcher == static_cast<std::uint8_t>(Dispatcher::flex) && c.comm_sms == 0)
       plans.push_back(pos);
   }
-  // Bounds first, then predictions for the plans whose tuning can change the result (every
-  // count of every plan in exhaustive mode, the reference). The plans are tried in parallel;
-  // what they give is applied below in their order, so the result does not depend on the
-  // threads.
-  const bool prune = !spec.exhaustive;
+  // The plans are tried in parallel; what they give is applied below in their order, so the
+  // result does not depend on the threads.
   std::vector<std::vector<Trial>> trials(plans.size());
   run_parallel(plans.size(), threads, spec.base, [&](std::size_t k, Config& cfg) {
-    trials[k] =
-        bound_sm_counts(rules, cands[static_cast<size_t>(feasible[plans[k]].idx)], prune, cfg);
+    trials[k] = try_sm_counts(rules, cands[static_cast<size_t>(feasible[plans[k]].idx)], cfg);
   });
-  std::vector<double> mem_up(feasible.size());
-  for (std::size_t i = 0; i < feasible.size(); ++i) mem_up[i] = feasible[i].mem_bytes;
-  for (std::size_t k = 0; k < plans.size(); ++k)
-    for (const Trial& t : trials[k])
-      if (t.viable) mem_up[plans[k]] = std::max(mem_up[plans[k]], t.mem_bytes);
-  const TuneRelevance relevance(feasible, mem_up, cands, spec.top_n);
-  std::vector<std::size_t> tuned;
-  for (std::size_t k = 0; k < plans.size(); ++k) {
-    const Summary& s = feasible[plans[k]];
-    double step_lb = s.step_us, mem = s.mem_bytes;
-    for (const Trial& t : trials[k]) {
-      if (!t.viable) continue;
-      step_lb = std::min(step_lb, t.step_lb_us);
-      mem = std::min(mem, t.mem_bytes);
-    }
-    if (!prune || relevance.matters(step_lb, mem)) tuned.push_back(k);
-  }
-  run_parallel(tuned.size(), threads, spec.base, [&](std::size_t i, Config& cfg) {
-    const std::size_t k = tuned[i];
-    predict_sm_counts(trials[k], feasible[plans[k]], cfg);
-  });
-  // Every count gets an index, predicted or not, so that the indices (the tie-break and the
-  // plans' identity) do not depend on what the bounds spared.
   for (size_t k = 0; k < plans.size(); ++k) {
     // The default is one of the counts: its explicit twin ties and the earlier index stays.
     Summary best = feasible[plans[k]];
     for (const Trial& t : trials[k]) {
-      const long long idx = static_cast<long long>(cands.size());
-      cands.push_back(t.cand);
-      if (t.kind == Trial::none) continue;
+      if (t.kind == Trial::refused) continue;
       ++evaluated;
       if (t.kind == Trial::model_error || !t.pred.memory.fits) continue;
-      const Summary s{idx, t.pred.step_time_us, t.pred.memory.total_bytes,
-                      t.pred.tokens_per_s_per_gpu};
+      const Summary s{static_cast<long long>(cands.size()), t.pred.step_time_us,
+                      t.pred.memory.total_bytes, t.pred.tokens_per_s_per_gpu};
+      cands.push_back(t.cand);
       if (better(s, best)) best = s;
     }
     feasible[plans[k]] = best;

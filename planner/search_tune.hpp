@@ -41,13 +41,10 @@ std::vector<int> flex_sm_counts(model::FlexBackend backend);
 
 /// The first pass searches the flex backends at Megatron's default SM count (comm_sms = 0). For
 /// the plans that can be reported (the `keep` best by tokens/s and the Pareto front of step time
-/// against memory), tries the other SM counts of flex_sm_counts on up to `threads` threads; each
-/// plan is replaced in `feasible` by its best count when one is faster. Every count tried is
-/// appended to `cands` (its index does not depend on what was predicted). Outside exhaustive
-/// mode, a count whose step-time bound shows it cannot be faster is not predicted, nor are the
-/// counts of a plan whose tuning cannot change the top N, the Pareto front or the reference plans
-/// (such a plan keeps its first-pass figures). What the search reports is the same either way and
-/// with any number of threads.
+/// against memory), tries the other SM counts of flex_sm_counts on up to `threads` threads,
+/// appending those candidates to `cands`; each plan is replaced in `feasible` by its best
+/// variant when one is faster. Deterministic: the same `feasible` set gives the same result
+/// whatever else it holds, with any number of threads.
 void tune_flex_sms(const SearchSpec& spec, const ErrorRules& rules, std::vector<Candidate>& cands,
                    std::vector<Summary>& feasible, size_t keep, int threads,
                    long long& evaluated);

@@ -1,8 +1,8 @@
-// What the search skips does not change what it returns: the fast search (step-time bounds,
-// SM counts tuned only where they can change the result) against exhaustive evaluation (every
-// candidate predicted, every reportable plan tuned at every SM count), on spaces with combined
-// steps over interleaved pipelines, dense and MTP layers, pipeline sends and host time per op;
-// and the pieces the overlapped bound is built from, against the schedule they summarise.
+// What the search skips does not change what it returns: the fast search (rules, memory and
+// step-time bounds before any prediction) against exhaustive evaluation (every candidate
+// predicted), on spaces with combined steps over interleaved pipelines, dense and MTP layers,
+// pipeline sends and host time per op; and the pieces the bounds are built from, against the
+// schedule and the memory model they summarise.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -75,7 +75,7 @@ TEST_CASE("the pruned search returns what exhaustive evaluation returns") {
   SECTION("dense and MTP layers, uneven pipelines, host time per op") {
     check_same_results(small_deepseek_like("dgx-h100", 4, 32));
   }
-  SECTION("no host time per op, a short list (most SM counts need no tuning)") {
+  SECTION("no host time per op, a short list") {
     SearchSpec s = small_deepseek_like("h100-sxm", 8, 32);
     s.top_n = 3;
     check_same_results(s);
