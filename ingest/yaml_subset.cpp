@@ -1,10 +1,10 @@
 #include "ingest/yaml_subset.hpp"
 
-#include <cctype>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "ingest/yaml_quoted.hpp"
 #include "model/error.hpp"
 
 namespace epo::ingest {
@@ -147,69 +147,18 @@ class Parser {
     return npos;
   }
 
-  /// The character of a \\x, \\u or \\U escape whose `digits` hex digits follow s[i], as UTF-8;
-  /// i moves to the last digit. Not hex, a surrogate half or past U+10FFFF is an input error.
-  std::string code_point(const std::string& s, size_t& i, int digits, int line) const {
-    if (i + digits >= s.size()) fail(line, "an escape is cut short");
-    unsigned long c = 0;
-    for (int d = 0; d < digits; ++d) {
-      const unsigned char h = static_cast<unsigned char>(s[++i]);
-      if (!std::isxdigit(h)) fail(line, "an escape has a non-hex digit");
-      const int value = std::isdigit(h) ? h - '0' : std::tolower(h) - 'a' + 10;
-      c = c * 16 + static_cast<unsigned long>(value);
-    }
-    if ((c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) fail(line, "an escape names no character");
-    std::string u;
-    if (c < 0x80) {
-      u += static_cast<char>(c);
-    } else if (c < 0x800) {
-      u += static_cast<char>(0xC0 | (c >> 6));
-      u += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      u += static_cast<char>(0xE0 | (c >> 12));
-      u += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      u += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      u += static_cast<char>(0xF0 | (c >> 18));
-      u += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      u += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      u += static_cast<char>(0x80 | (c & 0x3F));
-    }
-    return u;
-  }
-
   /// Reads the quoted scalar at s[p] into `out`, p moving past the closing quote; false when the
-  /// quote is not closed in `s`.
+  /// quote is not closed in `s`. An escape outside the set is an input error.
   bool unquote(const std::string& s, size_t& p, int line, bool must_close,
                std::string* out = nullptr) const {
-    const char q = s[p];
-    std::string v;
-    for (size_t i = p + 1; i < s.size(); ++i) {
-      const char ch = s[i];
-      if (ch == q && q == '\'' && i + 1 < s.size() && s[i + 1] == '\'') {
-        v += '\'';
-        ++i;
-      } else if (ch == q) {
-        p = i + 1;
-        if (out) *out = v;
-        return true;
-      } else if (ch == '\\' && q == '"' && i + 1 < s.size()) {
-        const char e = s[++i];
-        const int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
-        if (digits > 0) {
-          v += code_point(s, i, digits, line);
-          continue;
-        }
-        const std::string from = "\\\"/0nrt ", to = std::string("\\\"/") + '\0' + "\n\r\t ";
-        const size_t k = from.find(e);
-        if (k == npos) fail(line, std::string("escape '\\") + e + "' is not read");
-        v += to[k];
-      } else {
-        v += ch;
-      }
+    const detail::QuotedScalar q = detail::read_quoted(s, p);
+    if (!q.error.empty()) fail(line, q.error);
+    if (!q.closed) {
+      if (must_close) fail(line, "a quoted string is not closed");
+      return false;
     }
-    if (must_close) fail(line, "a quoted string is not closed");
-    return false;
+    if (out) *out = q.text;
+    return true;
   }
 
   NodePtr mapping(int indent, int depth) {
