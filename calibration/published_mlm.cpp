@@ -220,12 +220,11 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   o.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
   o.gradient_accumulation_fusion = !a.flag("--no-gradient-accumulation-fusion");
   o.precision = a.has("--fp8-format") ? model::Precision::fp8 : model::Precision::bf16;
-  // --fp8-recipe's default is delayed scaling; 'custom' is costed as tensorwise.
+  // --fp8-recipe's default is delayed scaling.
   const std::string recipe = a.str("--fp8-recipe");
-  o.fp8_recipe = recipe.empty() ? model::Fp8Recipe::delayed
-                 : recipe == "custom"
-                     ? model::Fp8Recipe::tensorwise
-                     : model::parse_fp8_recipe(recipe, r.id + " (--fp8-recipe)");
+  o.fp8_recipe = recipe.empty()
+                     ? model::Fp8Recipe::delayed
+                     : model::parse_megatron_fp8_recipe(recipe, r.id + " (--fp8-recipe)");
   o.cross_entropy_fusion = a.flag("--cross-entropy-loss-fusion");
   const std::string backend = a.str("--attention-backend");
   if (!backend.empty())

@@ -170,12 +170,9 @@ const std::vector<Row>& table_rows() {
       {"fp8_recipe",
        [](S& s, const V& v) {
          if (v.is_none()) return;
-         if (v.text() == "custom") {
+         if (v.text() == "custom")
            s.report->warnings.push_back(v.where() + ": FP8 recipe 'custom' costed as tensorwise");
-           s.c.opt.fp8_recipe = model::Fp8Recipe::tensorwise;
-           return;
-         }
-         s.c.opt.fp8_recipe = model::parse_fp8_recipe(v.text(), v.where());
+         s.c.opt.fp8_recipe = model::parse_megatron_fp8_recipe(v.text(), v.where());
        }},
       {"fp8_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
       {"cross_entropy_loss_fusion",

@@ -54,6 +54,9 @@ Precision parse_precision(const std::string& s, const std::string& w) {
 Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& w) {
   return parse_enum<Fp8Recipe>(s, w, kFp8Recipes);
 }
+Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& w) {
+  return s == "custom" ? Fp8Recipe::tensorwise : parse_fp8_recipe(s, w);
+}
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& w) {
   return parse_enum<ParamsDtype>(s, w, kParamsDtypes);
 }

@@ -187,6 +187,9 @@ Dispatcher parse_dispatcher(const std::string& s, const std::string& where);
 FlexBackend parse_flex_backend(const std::string& s, const std::string& where);
 Precision parse_precision(const std::string& s, const std::string& where);
 Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where);
+/// Megatron's --fp8-recipe value: its own names, and 'custom' (a user's quantizer factory) costed
+/// as tensorwise.
+Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& where);
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
