@@ -217,6 +217,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   o.moe_grouped_gemm = a.flag("--moe-grouped-gemm");
   o.moe_permute_fusion = a.flag("--moe-permute-fusion");
   o.distributed_optimizer = a.flag("--use-distributed-optimizer");
+  o.distributed_optimizer_instances = a.integer("--num-distributed-optimizer-instances", 1);
   o.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
   o.gradient_accumulation_fusion = !a.flag("--no-gradient-accumulation-fusion");
   o.precision = a.has("--fp8-format") ? model::Precision::fp8 : model::Precision::bf16;

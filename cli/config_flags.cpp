@@ -84,6 +84,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "auto|flash|fused|unfused|local (Megatron's --attention-backend)");
   sub.add_option("--cuda-graph-modules", f.cuda_graph_modules, "comma list: attn,mlp,moe,moe_router,moe_preprocess");
   sub.add_option("--cdmc", f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS (1..32)");
+  sub.add_option("--dist-opt-instances", f.dist_opt_instances,
+                 "distributed-optimizer instances (num_distributed_optimizer_instances)");
   sub.add_option("--precision", f.precision, "bf16|fp8 (FP8 GEMMs on bf16/fp16 parameters)");
   sub.add_option("--params-dtype", f.params_dtype, "model parameters: bf16|fp16|fp32");
   sub.add_option("--attention-dropout", f.attention_dropout, "attention_dropout (0..1)");
@@ -188,6 +190,7 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--attention-backend"))
     o.attention_backend = parse_attention_backend(f.attention_backend, "--attention-backend");
   if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
+  if (use("--dist-opt-instances")) o.distributed_optimizer_instances = f.dist_opt_instances;
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
   if (use("--params-dtype")) o.params_dtype = parse_params_dtype(f.params_dtype, "--params-dtype");
   if (use("--attention-dropout")) o.attention_dropout = f.attention_dropout;

@@ -27,6 +27,7 @@ struct ConfigFlags {
   std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;
   std::string attention_backend = "auto";
   int cdmc = 32;
+  int dist_opt_instances = 1;
   std::string precision = "bf16", routing = "uniform", expert_gemm = "auto";
   double skew = 0.0, capacity_factor = 0.0;
   unsigned seed = 1;

@@ -183,6 +183,8 @@ const std::vector<Row>& table_rows() {
            s.c.opt.attention_backend = model::parse_attention_backend(v.text(), v.where());
        }},
       {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
+      {"num_distributed_optimizer_instances",
+       [](S& s, const V& v) { s.c.opt.distributed_optimizer_instances = to_int(v, 1); }},
       {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},
       {"gradient_accumulation_fusion",
        [](S& s, const V& v) { s.c.opt.gradient_accumulation_fusion = v.boolean(); }},

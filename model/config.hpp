@@ -123,6 +123,13 @@ struct Options {
            attention_backend == AttentionBackend::local;
   }
   bool distributed_optimizer = true;
+  /// Distributed-optimizer instances (num_distributed_optimizer_instances): each shards the
+  /// optimizer over DP x CP / instances ranks (experts over expert-DP / instances); gradients are
+  /// reduce-scattered inside an instance, then all-reduced across instances.
+  int distributed_optimizer_instances = 1;
+  /// Instances that shard the optimizer apart (1 without the distributed optimizer, which
+  /// all-reduces over the whole group).
+  int optimizer_instances() const { return distributed_optimizer ? distributed_optimizer_instances : 1; }
   bool overlap_grad_reduce = true;
   bool gradient_accumulation_fusion = true;
   /// Main-gradient buffers in fp32 (Megatron-LM's default for bf16); false = bf16, as the

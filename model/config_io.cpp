@@ -227,6 +227,9 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.attention_backend = parse_attention_backend(o.get_string("attention_backend", "auto"),
                                                    w("attention_backend"));
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
+    op.distributed_optimizer_instances =
+        o.get_int("distributed_optimizer_instances", 1, limits::kDistOptInstances.min,
+                  limits::kDistOptInstances.max);
     op.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
     op.gradient_accumulation_fusion = o.get_bool("gradient_accumulation_fusion", true);
     op.grad_reduce_in_fp32 = o.get_bool("grad_reduce_in_fp32", true);
@@ -300,6 +303,7 @@ nlohmann::json to_json(const Config& c) {
       {"cross_entropy_fusion", o.cross_entropy_fusion},
       {"attention_backend", to_string(o.attention_backend)},
       {"distributed_optimizer", o.distributed_optimizer},
+      {"distributed_optimizer_instances", o.distributed_optimizer_instances},
       {"overlap_grad_reduce", o.overlap_grad_reduce},
       {"gradient_accumulation_fusion", o.gradient_accumulation_fusion},
       {"grad_reduce_in_fp32", o.grad_reduce_in_fp32},

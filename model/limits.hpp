@@ -45,6 +45,8 @@ inline constexpr IntRange kSeqLength{"parallel.seq_length", "--seq", 1, 1 << 24}
 inline constexpr IntRange kCommSms{"options.comm_sms", "--comm-sms", 0, 1024};
 inline constexpr IntRange kRecomputeLayers{"options.recompute_num_layers",
                                            "--recompute-num-layers", 0, 1000};
+inline constexpr IntRange kDistOptInstances{"options.distributed_optimizer_instances",
+                                             "--dist-opt-instances", 1, 1 << 16};
 inline constexpr IntRange kMaxConnections{"options.cuda_device_max_connections", "--cdmc", 1, 32};
 inline constexpr IntRange kSeed{"options.routing.seed", "--seed", 0, 2147483647};
 inline constexpr RealRange kSkew{"options.routing.skew", "--skew", 0.0, 4.0};

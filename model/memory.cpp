@@ -289,8 +289,10 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
   const LayerActivation moe = detail::layer_activation(cfg, LayerKind::moe);
   const LayerActivation mtp = detail::layer_activation(cfg, LayerKind::mtp);
   const LayerActivation head = detail::head_activation(cfg);
-  const double dense_dp = std::max(1, p.dp * p.cp);
-  const double expert_dp = std::max(1, p.expert_dp(cfg.num_gpus));
+  // The optimizer is sharded inside one distributed-optimizer instance.
+  const double instances = o.optimizer_instances();
+  const double dense_dp = std::max(1.0, std::max(1, p.dp * p.cp) / instances);
+  const double expert_dp = std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / instances);
   const double grad_bytes = o.grad_reduce_in_fp32 ? 4.0 : 2.0;
   const double state_bytes = 4.0 + 2 * (o.adam_moments_bf16 ? 2.0 : 4.0);
   const double buffers = dispatcher_buffers(cfg);

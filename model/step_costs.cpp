@@ -207,14 +207,26 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     const int domain = cfg.hw.nvlink_domain_size;
     const bool dense_net = dense_group * p.tp > domain;
     const bool expert_net = expert_group * p.ep * p.etp > domain;
-    const double per_param = cfg.opt.distributed_optimizer ? 4.0 : 4.0;  // RS + AG, or all-reduce
+    const double per_param = 4.0;  // RS + AG, or all-reduce
+    // With several distributed-optimizer instances the reduce-scatter and the all-gather run
+    // inside an instance (DP-consecutive ranks), then the instance's shard is all-reduced across
+    // the instances (param_and_grad_buffer.py, start_grad_sync).
+    const int inst = cfg.opt.optimizer_instances();
+    auto reduce_us = [&](double params, int group, int ranks_per_member, bool net) {
+      const int intra = std::max(1, group / inst);
+      const bool intra_net = net && intra * ranks_per_member > domain;
+      double t = ring_time_us(cfg.hw, params * per_param / 2, intra, intra_net) * 2;
+      if (inst > 1 && group >= inst)
+        t += ring_time_us(cfg.hw, params * per_param / 2 / intra, inst, net) * 2;
+      return t;
+    };
     Component d;
     d.name = "dp.dense";
-    d.duration_us = ring_time_us(cfg.hw, g.dense * per_param / 2, dense_group, dense_net) * 2;
+    d.duration_us = reduce_us(g.dense, dense_group, p.tp, dense_net);
     (dense_net ? d.net_bytes : d.nvl_bytes) = dense_group > 1 ? g.dense * per_param : 0;
     Component e;
     e.name = "dp.expert";
-    e.duration_us = ring_time_us(cfg.hw, g.expert * per_param / 2, expert_group, expert_net) * 2;
+    e.duration_us = reduce_us(g.expert, expert_group, p.ep * p.etp, expert_net);
     (expert_net ? e.net_bytes : e.nvl_bytes) = expert_group > 1 ? g.expert * per_param : 0;
     if (cfg.virtual_ranks > 0) d = e = Component{};  // ranks on one GPU share no gradients to reduce
     sc.dp_grad_reduce = Builder::assemble(OpKind::dp_grad_reduce, Direction::backward, StreamKind::comm, {d, e});
@@ -227,8 +239,11 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
   // weight and moments back (28 bytes), the gradient-norm pass (4) and the bf16 weights (2).
   if (!cfg.decoder_only && cfg.virtual_ranks <= 0) {
     const auto g = detail::gpu_params(cfg);
-    const double dense_shard = cfg.opt.distributed_optimizer ? p.dp * p.cp : 1;
-    const double expert_shard = cfg.opt.distributed_optimizer ? std::max(1, p.expert_dp(cfg.num_gpus)) : 1;
+    const double inst = cfg.opt.optimizer_instances();
+    const double dense_shard =
+        cfg.opt.distributed_optimizer ? std::max(1.0, p.dp * p.cp / inst) : 1;
+    const double expert_shard =
+        cfg.opt.distributed_optimizer ? std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / inst) : 1;
     const double local = g.dense / dense_shard + g.expert / expert_shard;
     sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
     sc.framework_step_us = cfg.hw.framework_step_host_us;

@@ -203,6 +203,8 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   if (o.high_priority_a2a_comm_stream) os << "model.high_priority_a2a_comm_stream=true\n";
   os << "model.gradient_accumulation_fusion=" << b(o.gradient_accumulation_fusion) << "\n";
   os << "ddp.use_distributed_optimizer=" << b(o.distributed_optimizer) << "\n";
+  if (o.distributed_optimizer_instances > 1)
+    os << "ddp.num_distributed_optimizer_instances=" << o.distributed_optimizer_instances << "\n";
   os << "ddp.overlap_grad_reduce=" << b(o.overlap_grad_reduce) << "\n";
   return os.str();
 }
@@ -289,6 +291,8 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.high_priority_a2a_comm_stream") o.high_priority_a2a_comm_stream = to_bool(v, w);
     else if (k == "model.gradient_accumulation_fusion") o.gradient_accumulation_fusion = to_bool(v, w);
     else if (k == "ddp.use_distributed_optimizer") o.distributed_optimizer = to_bool(v, w);
+    else if (k == "ddp.num_distributed_optimizer_instances")
+      o.distributed_optimizer_instances = to_int(v, w);
     else if (k == "ddp.overlap_grad_reduce") o.overlap_grad_reduce = to_bool(v, w);
     else
       throw EPO_INPUT_ERROR(where, ": unknown override key '", k, "'");

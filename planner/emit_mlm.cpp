@@ -127,6 +127,8 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.high_priority_a2a_comm_stream) a.push_back("--high-priority-a2a-comm-stream");
   if (!o.gradient_accumulation_fusion) a.push_back("--no-gradient-accumulation-fusion");
   if (o.distributed_optimizer) a.push_back("--use-distributed-optimizer");
+  if (o.distributed_optimizer_instances > 1)
+    kv("--num-distributed-optimizer-instances", std::to_string(o.distributed_optimizer_instances));
   if (o.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
   std::ostringstream os;
   os << "# Megatron-LM arguments: " << c.model_name << " on " << c.num_gpus << " x "
@@ -236,6 +238,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--high-priority-a2a-comm-stream") o.high_priority_a2a_comm_stream = true;
     else if (f == "--no-gradient-accumulation-fusion") o.gradient_accumulation_fusion = false;
     else if (f == "--use-distributed-optimizer") o.distributed_optimizer = true;
+    else if (f == "--num-distributed-optimizer-instances")
+      o.distributed_optimizer_instances = to_int(value(), where);
     else if (f == "--overlap-grad-reduce") o.overlap_grad_reduce = true;
     // The bias and padding flags describe the validation context, not the configuration.
     else if (f == "--disable-bias-linear" || f == "--add-qkv-bias" ||

@@ -69,6 +69,25 @@ TEST_CASE("bf16 gradients and bf16 Adam moments (Bridge performance recipes)", "
   CHECK(estimate_memory(cfg).fp8_weight_bytes == Approx(2 * (4 * 262144.0 + 786432.0)));
 }
 
+TEST_CASE("distributed-optimizer instances shard the optimizer inside one instance", "[memory]") {
+  Config cfg = test::tiny_config(4);
+  cfg.num_gpus = 8;  // dp 8, expert-dp 2
+  cfg.par.global_batch_size = 8;
+  cfg.derive_and_check();
+  const MemoryBreakdown one = estimate_memory(cfg);
+  cfg.opt.distributed_optimizer_instances = 2;
+  const MemoryBreakdown two = estimate_memory(cfg);
+  // dense over dp 8 -> 4 ranks, experts over expert-dp 2 -> 1: every shard twice as large
+  CHECK(two.optimizer_bytes == Approx(2 * one.optimizer_bytes));
+  CHECK(two.weights_bytes == Approx(one.weights_bytes));
+  CHECK(two.gradients_bytes == Approx(one.gradients_bytes));
+  // without the distributed optimizer the count changes nothing (all-reduce over all ranks)
+  cfg.opt.distributed_optimizer = false;
+  const double replicated = estimate_memory(cfg).optimizer_bytes;
+  cfg.opt.distributed_optimizer_instances = 1;
+  CHECK(estimate_memory(cfg).optimizer_bytes == Approx(replicated));
+}
+
 TEST_CASE("one layer's activations by module, one micro-batch", "[memory]") {
   Config cfg = test::tiny_config(4);
   CHECK(layer_activation_bytes(cfg, true) == Approx(kTinyLayer));

@@ -111,6 +111,31 @@ TEST_CASE("the optimizer step is a pass over this GPU's shard", "[cost][optimize
   CHECK(compute_step_costs(exec).optimizer_step_us == 0);
 }
 
+TEST_CASE("distributed-optimizer instances: a larger shard and an all-reduce across instances",
+          "[cost][optimizer]") {
+  Config one = qwen(64, 1, 1, 8, 1);  // dp 64, expert-dp 8, over the network
+  Config two = one;
+  two.opt.distributed_optimizer_instances = 2;
+  two.derive_and_check();
+  const StepCosts a = compute_step_costs(one), b = compute_step_costs(two);
+  // the optimizer walks a shard twice as large (the fixed launches aside)
+  CHECK(b.optimizer_step_us > 1.8 * (a.optimizer_step_us - 40 * one.hw.kernel_launch_us));
+  // reduce-scatter and all-gather over half the ranks, then the shard's all-reduce over two:
+  // about the same bytes per GPU, fewer ring steps
+  CHECK(b.dp_grad_reduce.duration_ns != a.dp_grad_reduce.duration_ns);
+  CHECK(static_cast<double>(b.dp_grad_reduce.duration_ns) ==
+        Approx(static_cast<double>(a.dp_grad_reduce.duration_ns)).epsilon(0.05));
+  // as many instances as data-parallel ranks: one all-reduce of the whole buffer, the ring
+  // reduce-scatter plus all-gather's cost
+  Config dp8 = qwen(8, 1, 1, 1, 1);
+  Config all = dp8;
+  all.opt.distributed_optimizer_instances = 8;
+  all.derive_and_check();
+  CHECK(static_cast<double>(compute_step_costs(all).dp_grad_reduce.duration_ns) ==
+        Approx(static_cast<double>(compute_step_costs(dp8).dp_grad_reduce.duration_ns)).epsilon(1e-6));
+  CHECK(compute_step_costs(all).optimizer_step_us > compute_step_costs(dp8).optimizer_step_us);
+}
+
 TEST_CASE("CUDA graphs take the framework's host time off the graphed ops", "[cost][cudagraph]") {
   Config eager = qwen(8, 1, 1, 8, 1);
   eager.hw.framework_op_host_us = 400;

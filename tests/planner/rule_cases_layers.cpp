@@ -36,6 +36,17 @@ std::vector<RuleCase> layer_rule_cases() {
          relayout(c, 16, 1, 2, 5, 8, 512);
          c.par.pipeline_layout = balanced_pipeline_layout(c.model.num_layers, c.model.mtp_num_layers, 2, 5);
        }},
+      // 16 GPUs, ep 8: data-parallel 16, expert data-parallel 2; three instances divide neither,
+      // two divide both.
+      {"MCORE-DISTOPT-INSTANCES",
+       [](Config& c, ValidationContext&) {
+         relayout(c, 16, 1, 1, 1, 8, 512);
+         c.opt.distributed_optimizer_instances = 3;
+       },
+       [](Config& c, ValidationContext&) {
+         relayout(c, 16, 1, 1, 1, 8, 512);
+         c.opt.distributed_optimizer_instances = 2;
+       }},
       {"MCORE-RECOMPUTE-METHOD-VALUE",
        [](Config& c, ValidationContext&) { full_recompute(c); c.opt.recompute_method = "every"; },
        [](Config& c, ValidationContext&) { full_recompute(c); c.opt.recompute_method = "block"; }},
