@@ -1,6 +1,7 @@
 // epo plan: search the layouts and options for the fastest plan that fits, explain why it wins,
 // and emit it as Megatron-Bridge overrides, Megatron-LM arguments, environment or plan JSON.
 // With no arguments: Qwen3-30B-A3B on 16 H100.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -30,6 +31,9 @@ struct PlanArgs {
   ContextFlags ctx;
   std::string layout, emit, out, html;
   int top = 10, threads = 0;
+  /// Percent of the GPU's memory a plan leaves free: the memory model's published peaks run about
+  /// 5 % below Megatron's (docs/measurements.md).
+  double memory_headroom_pct = 5.0;
   bool exhaustive = false, progress = false;
 };
 
@@ -149,6 +153,7 @@ nlohmann::json search_json(const planner::SearchSpec& spec, const planner::Searc
           {"key", r.top.front().key},
           {"ranked_by", "tokens_per_s_per_gpu, ties by generation order"},
           {"fixed_layout", spec.fixed_layout},
+          {"memory_headroom", spec.base.memory_headroom},
           {"generated", r.generated},
           {"evaluated", r.evaluated},
           {"feasible", r.feasible},
@@ -175,8 +180,12 @@ int run_plan(PlanArgs& a) {
   EPO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= 256, "--threads = ", a.threads,
                     " is out of range (0..256)");
   model::check_output_paths({a.out, a.html}, {a.cfg.config_file, a.cfg.profile_file});
+  EPO_REQUIRE_INPUT(std::isfinite(a.memory_headroom_pct) && a.memory_headroom_pct >= 0 &&
+                        a.memory_headroom_pct <= 50,
+                    "--memory-headroom = ", a.memory_headroom_pct, " is out of range (0..50 %)");
   planner::SearchSpec spec;
   spec.base = base_config(a);
+  spec.base.memory_headroom = a.memory_headroom_pct / 100.0;
   spec.ctx = build_context(a.ctx, a.cfg);
   spec.ctx.flex_backend_given = false;  // the search chooses the backend
   // Megatron-LM arguments are checked by Megatron-LM's rules unless --frontend says otherwise.
@@ -232,6 +241,8 @@ void add_plan(CLI::App& app, Runner& run) {
                   "fix the layout (tp=1,pp=1,vpp=1,cp=1,ep=16,etp=1,mbs=1) and choose only the "
                   "dispatcher, backend, overlap flags and comm SMs");
   sub->add_option("--top", args->top, "plans to list (default 10)");
+  sub->add_option("--memory-headroom", args->memory_headroom_pct,
+                  "percent of GPU memory a plan leaves free (default 5; 0 = fill to capacity)");
   sub->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)");
   sub->add_flag("--exhaustive", args->exhaustive,
                 "evaluate every candidate before filtering (slow; the reference for the fast search)");

@@ -162,6 +162,9 @@ struct Config {
   /// The step runs decoder layers only: no embedding and no LM head/loss (what `epo run`
   /// executes), so predictions compare like with like.
   bool decoder_only = false;
+  /// Fraction of the GPU's memory a configuration must leave free to count as fitting (epo plan
+  /// keeps a margin for what the memory model misses; predictions use 0). Not serialised.
+  double memory_headroom = 0.0;
   Parallel par;
   Options opt;
 

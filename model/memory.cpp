@@ -351,7 +351,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
   }
   best.capacity_bytes = cfg.hw.hbm_bytes;
   best.margin_bytes = best.capacity_bytes - best.total_bytes;
-  best.fits = best.margin_bytes >= 0;
+  best.fits = best.total_bytes <= best.capacity_bytes * (1.0 - cfg.memory_headroom);
   return best;
 }
 

@@ -29,7 +29,7 @@ struct MemoryBreakdown {
   double total_bytes = 0;               ///< allocated + framework overhead
   double capacity_bytes = 0;
   bool fits = true;
-  double margin_bytes = 0;                ///< capacity - total (negative when it does not fit)
+  double margin_bytes = 0;                ///< capacity - total (negative past the capacity)
   int peak_stage = 0;                     ///< pipeline rank with the peak
   std::vector<double> stage_total_bytes;  ///< total per pipeline rank
 };

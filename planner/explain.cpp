@@ -148,9 +148,13 @@ std::string infeasible_advice(const SearchResult& r, const SearchSpec& spec) {
   os << "no feasible plan: " << count << " of " << r.generated << " candidates were eliminated by "
      << reason;
   if (reason == "memory") {
-    os << " (the plan does not fit in " << spec.base.hw.hbm_bytes / (1024.0 * 1024 * 1024)
-       << " GiB per GPU); relax: more GPUs, a shorter sequence, a smaller global batch, "
-       << "or hardware with more memory";
+    os << " (the plan does not fit in "
+       << spec.base.hw.hbm_bytes * (1.0 - spec.base.memory_headroom) / (1024.0 * 1024 * 1024)
+       << " GiB per GPU";
+    if (spec.base.memory_headroom > 0)
+      os << ", the " << 100.0 * spec.base.memory_headroom << " % headroom kept free";
+    os << "); relax: more GPUs, a shorter sequence, a smaller global batch, "
+       << "hardware with more memory, or a smaller --memory-headroom";
   } else if (reason.rfind("model: ", 0) != 0) {
     const Rule& rule = find_rule(reason);
     os << " (" << rule.source << "); relax: " << rule.fix(spec.base, spec.ctx);

@@ -72,6 +72,14 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
      << to_string(spec.ctx.te) << ")\n";
   if (const std::string note = model::uncalibrated_note(b.hw); !note.empty()) os << note << "\n";
   char line[256];
+  if (b.memory_headroom > 0) {
+    std::snprintf(line, sizeof line,
+                  "plans keep %.0f %% of the %.0f GiB per GPU free (--memory-headroom): a "
+                  "plan fits at %.1f GiB\n",
+                  100.0 * b.memory_headroom, b.hw.hbm_bytes / (1024.0 * 1024 * 1024),
+                  b.hw.hbm_bytes * (1.0 - b.memory_headroom) / (1024.0 * 1024 * 1024));
+    os << line;
+  }
   long long rejected = 0;
   for (const auto& kv : r.rejected) rejected += kv.second;
   std::snprintf(line, sizeof line,

@@ -137,6 +137,29 @@ TEST_CASE("epo plan: --layout fixes the layout; an infeasible space exits 3 with
   CHECK(has(inf.out, "relax"));
 }
 
+TEST_CASE("epo plan keeps --memory-headroom of the GPU free") {
+  // The default space: its fastest plan without headroom fills the H100 beyond 95 %.
+  auto top_memory = [](const std::string& extra) {
+    const std::string json = tmp_path("headroom.json");
+    const Run r = run_epo("plan --top 1 --emit json --out " + json + " " + extra);
+    REQUIRE(r.code == 0);
+    const auto j = epo::model::read_json_file(json);
+    std::remove(json.c_str());
+    const auto& m = j["prediction"]["memory"];
+    return std::make_pair(m["total_bytes"].get<double>() / m["capacity_bytes"].get<double>(),
+                          j["search"]["memory_headroom"].get<double>());
+  };
+  const auto [full, none] = top_memory("--memory-headroom 0");
+  const auto [kept, five] = top_memory("");
+  CHECK(none == 0.0);
+  CHECK(five == Approx(0.05));
+  CHECK(full > 0.95);
+  CHECK(kept <= 0.95);
+  const Run r = run_epo("plan --top 1");
+  CHECK(has(r.out, "plans keep 5 % of the 80 GiB per GPU free"));
+  CHECK(run_epo("plan --memory-headroom 80").code == 2);
+}
+
 TEST_CASE("epo plan --layout: the pipeline split goes with the fixed layout") {
   // DeepSeek-V3's 61 layers on pp 8: Megatron refuses the plain split (exit 3 names the rule
   // and a layout); with Bridge's layout for pp 8 vpp 4 the fixed layout is planned.
