@@ -176,3 +176,34 @@ TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[
       mapped({{"model.cuda_graph_impl", "full_iteration"}, {"model.moe_paged_stash", true}}, true);
   CHECK_FALSE(f.config->opt.overlap_moe_expert_parallel_comm);
 }
+
+TEST_CASE("repeated A/B pairs are merged: median change, spread, and a verdict on each",
+          "[published][pairs]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  const auto rows = load_published_runs(kRows, clusters);
+  PublishedReport rep = compare_published(rows, Split{}, true);
+  auto pair = [](int a, int b, double pub, double pred) {
+    AbPair p;
+    p.a = a;
+    p.b = b;
+    p.setting = "test";
+    p.published_change_pct = pub;
+    p.predicted_change_pct = pred;
+    return p;
+  };
+  // rows 0 -> 3 measured three times, all slower: median -3, predicted -2 (right, close);
+  // rows 3 -> 0 twice, disagreeing in sign: the prediction +1 lies inside [-2, +4].
+  rep.pairs = {pair(0, 3, -1, -2), pair(0, 3, -3, -2), pair(0, 3, -6, -2), pair(3, 0, -2, 1),
+               pair(3, 0, 4, 1)};
+  const std::string text = published_report_text(rep);
+  CHECK(text.find("# 5 pairs: sign right 4") != std::string::npos);
+  CHECK(text.find("3 x    -3.0% pub [-6.0, -1.0]") != std::string::npos);
+  CHECK(text.find("2 x    +1.0% pub [-2.0, +4.0]") != std::string::npos);
+  CHECK(text.find("# 2 distinct pairs: 1 whose repeats agree in sign (sign right 1, also within 5 "
+                  "points 1); 1 whose repeats disagree (prediction inside their range 1)") !=
+        std::string::npos);
+  // Without repeats there is nothing to merge.
+  rep.pairs = {pair(0, 3, -1, -2)};
+  CHECK(published_report_text(rep).find("repeats merged") == std::string::npos);
+}
