@@ -50,6 +50,18 @@ void layout(S& s, const V& v) {
   s.c.par.pipeline_layout = l;
 }
 
+/// Mamba layers (hybrid models) are not in the cost model: refuse rather than predict the
+/// transformer the other arguments describe.
+void hybrid_model(S&, const V& v) {
+  EPO_REQUIRE_INPUT(v.is_none() || !v.boolean(), v.where(),
+                    ": a hybrid (Mamba) model; its Mamba layers are not modelled");
+}
+void hybrid_pattern(S&, const V& v) {
+  const std::string t = v.is_none() ? "" : v.text();
+  EPO_REQUIRE_INPUT(t.find('M') == std::string::npos, v.where(), ": '", v.raw(),
+                    "' holds Mamba layers (M), which are not modelled");
+}
+
 void score_function(S& s, const V& v) {
   const std::string t = v.text();
   EPO_REQUIRE_INPUT(t.empty() || t == "softmax" || t == "sigmoid", v.where(), ": '", v.raw(),
@@ -183,6 +195,9 @@ const std::vector<Row>& table_rows() {
            s.c.opt.attention_backend = model::parse_attention_backend(v.text(), v.where());
        }},
       {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
+      {"is_hybrid_model", hybrid_model},
+      {"hybrid_override_pattern", hybrid_pattern},
+      {"hybrid_layer_pattern", hybrid_pattern},
       {"num_distributed_optimizer_instances",
        [](S& s, const V& v) { s.c.opt.distributed_optimizer_instances = to_int(v, 1); }},
       {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},

@@ -80,6 +80,27 @@ TEST_CASE("a malformed value is an input error naming the flag") {
   CHECK_THROWS_AS(config_from_mlm_args(base, "no flags here\n", "args", r), Error);
 }
 
+TEST_CASE("hybrid (Mamba) models are refused, not predicted as transformers") {
+  const model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  const std::string arch = "--num-layers 4 --hidden-size 256 --num-attention-heads 4 ";
+  auto refusal = [&](const std::string& extra) {
+    ReadReport r;
+    try {
+      config_from_mlm_args(base, arch + extra + "\n", "args", r);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(refusal("--is-hybrid-model").find("--is-hybrid-model") != std::string::npos);
+  CHECK(refusal("--hybrid-override-pattern MEM*").find("Mamba") != std::string::npos);
+  CHECK(refusal("--hybrid-layer-pattern 'M*M*'").find("not modelled") != std::string::npos);
+  // Attention and MoE layers only ('*', 'E'), or the flag off: read as usual.
+  CHECK(refusal("--hybrid-override-pattern '*E*E'").empty());
+  CHECK(refusal("--no-is-hybrid-model").empty());
+}
+
 TEST_CASE("moe_layer_freq forms") {
   CHECK(moe_layer_pattern("([0]*3+[1]*58)", 61, "f").size() == 61);
   CHECK(moe_layer_pattern("[0,1,1,1]", 4, "f") == std::vector<int>{0, 1, 1, 1});
