@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "model/fast_path.hpp"
+#include "planner/rules_common.hpp"
 
 namespace epo::planner::detail {
 
@@ -29,6 +30,8 @@ ErrorRules::ErrorRules(const ValidationContext& ctx) : ctx_(&ctx) {
 }
 
 const Rule* ErrorRules::first_error(const Config& cfg) const {
+  // Only which rule fails is needed here: its message is not formatted.
+  const rules::VerdictOnly verdict;
   for (const Rule* r : rules_)
     if (!r->check(cfg, *ctx_).empty()) return r;
   return nullptr;
