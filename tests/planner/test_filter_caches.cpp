@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "model/cost.hpp"
+#include "model/fast_path.hpp"
 #include "model/memory.hpp"
 #include "planner/search.hpp"
 #include "planner/search_tune.hpp"
@@ -101,5 +103,40 @@ TEST_CASE("memory estimates in the planner's order equal fresh ones") {
       INFO(plan_key(cfgs[k]));
       CHECK(same_memory(warm[k], fresh));
     }
+  }
+}
+
+TEST_CASE("a flex plan at the backend's default SM count predicts what its explicit twin does") {
+  // The SM tuning does not predict the twin again (planner/search_tune.cpp).
+  for (const auto& sp : kSpaces) {
+    CAPTURE(sp.model, sp.hardware, sp.gpus);
+    SearchSpec s;
+    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    const auto cands = generate_candidates(s);
+    model::Config work = s.base;
+    int compared = 0;
+    for (size_t i = 0; i < cands.size() && compared < 12; i += static_cast<size_t>(sp.stride)) {
+      const Candidate& c = cands[i];
+      if (c.dispatcher != static_cast<std::uint8_t>(model::Dispatcher::flex) || c.comm_sms != 0)
+        continue;
+      apply_candidate(work, c);
+      model::Prediction a;
+      try {
+        a = model::predict_fast_ranking(work);
+      } catch (const std::exception&) {
+        continue;
+      }
+      Candidate twin = c;
+      twin.comm_sms = static_cast<std::int16_t>(model::flex_comm_sms(work));
+      apply_candidate(work, twin);
+      const model::Prediction b = model::predict_fast_ranking(work);
+      INFO(plan_key(work));
+      CHECK(a.step_time_us == b.step_time_us);
+      CHECK(a.tokens_per_s_per_gpu == b.tokens_per_s_per_gpu);
+      CHECK(a.memory.total_bytes == b.memory.total_bytes);
+      CHECK(a.memory.fits == b.memory.fits);
+      ++compared;
+    }
+    CHECK(compared > 0);
   }
 }
