@@ -14,7 +14,9 @@ namespace epo::model {
 
 namespace {
 
+using detail::ChunkActivation;
 using detail::LayerActivation;
+using detail::SchedulePeak;
 using detail::LayerKind;
 
 /// Parameters one pipeline rank holds: dense ones replicated over data parallel, experts over
@@ -62,12 +64,6 @@ RankParams rank_params(const Config& cfg, const PipelinePlacement& pl, int rank)
   }
   return r;
 }
-
-/// One chunk's activations for one micro-batch: saved, and the transients of its forward and
-/// backward on top of what is alive.
-struct ChunkActivation {
-  double saved = 0, forward = 0, backward = 0, largest_layer = 0;
-};
 
 ChunkActivation chunk_activation(const Config& cfg, const VirtualStage& v,
                                  const LayerActivation& dense, const LayerActivation& moe,
@@ -126,91 +122,6 @@ ChunkActivation chunk_activation(const Config& cfg, const VirtualStage& v,
     c.backward = std::max(c.backward, head.backward);
   }
   return c;
-}
-
-/// The peak of one pipeline rank over Megatron's schedule: activations alive and the transient
-/// on top of them at that moment.
-struct SchedulePeak {
-  double alive = 0, transient = 0, chunks = 0, extra = 0;
-  double total() const { return alive + transient; }
-};
-
-SchedulePeak walk_schedule(const Config& cfg, const std::vector<ChunkActivation>& chunks,
-                           int rank) {
-  const Parallel& p = cfg.par;
-  const int P = p.pp, V = p.vpp, M = std::max(1, p.num_microbatches()), group = P;
-  const bool overlap = cfg.opt.overlap_moe_expert_parallel_comm && cfg.model.num_experts > 0;
-  const int total = M * V;
-  const int warmup = megatron_num_warmup(P, V, M, rank, overlap, group);
-  SchedulePeak peak;
-  double alive = 0;
-  int count = 0;
-  auto note = [&](double transient) {
-    if (alive + transient > peak.total()) {
-      peak.alive = alive;
-      peak.transient = transient;
-      peak.chunks = count;
-    }
-  };
-  // Chunks of the forwards in Megatron's order, tabulated once per (M, V, group): the planner
-  // asks for many option sets of one layout in a row. A backward's chunk is V-1 minus it.
-  struct Table {
-    int M = -1, V = -1, group = -1;
-    std::vector<int> chunk;
-  };
-  thread_local Table table;
-  // The walk reaches at most the warm-up ((P-1)*2 + (V-1)*group + 1) and the steady window.
-  const int needed = std::min(total, 2 * P + (V - 1) * group + group * V + 2 * V + 2);
-  if (table.M != M || table.V != V || table.group != group ||
-      static_cast<int>(table.chunk.size()) < needed) {
-    table.chunk.resize(static_cast<std::size_t>(needed));
-    for (int k = 0; k < needed; ++k)
-      table.chunk[static_cast<std::size_t>(k)] =
-          V == 1 ? 0 : megatron_virtual_microbatch(k, true, M, V, group).chunk;
-    table.M = M;
-    table.V = V;
-    table.group = group;
-  }
-  auto chunk_of = [&](int k, bool fwd) {
-    const int c = table.chunk[static_cast<std::size_t>(k)];
-    return fwd ? c : V - 1 - c;
-  };
-  auto forward = [&](int k) {
-    const ChunkActivation& c = chunks[static_cast<std::size_t>(chunk_of(k, true))];
-    alive += c.saved;
-    ++count;
-    note(c.forward);
-  };
-  auto backward = [&](int k) {
-    const ChunkActivation& c = chunks[static_cast<std::size_t>(chunk_of(k, false))];
-    note(c.backward);
-    alive -= c.saved;
-    --count;
-  };
-  for (int k = 0; k < warmup; ++k) forward(k);
-  if (overlap && warmup > 0)
-    peak.extra = chunks[static_cast<std::size_t>(chunk_of(warmup - 1, true))].saved;
-  // The steady state repeats every group*V steps: walk enough of it to meet every chunk pairing.
-  const int steady = std::min(total - warmup, group * V + 2 * V);
-  for (int j = 0; j < steady; ++j) {
-    const int f = warmup + j;
-    if (overlap) {
-      // Combined 1F1B: the forward's layers are built while the backward's are freed, layer by
-      // layer: at most one forward layer ahead of the backward's frees.
-      const ChunkActivation& cf = chunks[static_cast<std::size_t>(chunk_of(f, true))];
-      const ChunkActivation& cb = chunks[static_cast<std::size_t>(chunk_of(j, false))];
-      const double ahead = std::max(cf.largest_layer, cf.saved - cb.saved + cb.largest_layer);
-      note(ahead + std::max(cf.forward, cb.backward));
-      alive += cf.saved - cb.saved;
-      note(0);
-    } else {
-      forward(f);
-      backward(j);
-    }
-  }
-  if (warmup + steady >= total)  // no steady state: the cool-down's first backward
-    for (int k = steady; k < std::min(total, steady + 1); ++k) backward(k);
-  return peak;
 }
 
 /// pipeline_placement of the last layout asked for on this thread (the planner tries many option
@@ -282,9 +193,16 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;
   const Options& o = cfg.opt;
-  PipelinePlacement pl = cached_placement(cfg);
-  if (cfg.decoder_only)  // what epo run executes: no embedding, head or loss
-    for (VirtualStage& v : pl.stages) v.embedding = v.loss = false;
+  // The cached placement as it is, or a copy without embedding, head and loss for what epo run
+  // executes (decoder only).
+  const PipelinePlacement* placement = &cached_placement(cfg);
+  PipelinePlacement decoder;
+  if (cfg.decoder_only) {
+    decoder = *placement;
+    for (VirtualStage& v : decoder.stages) v.embedding = v.loss = false;
+    placement = &decoder;
+  }
+  const PipelinePlacement& pl = *placement;
   const LayerActivation dense = detail::layer_activation(cfg, LayerKind::dense);
   const LayerActivation moe = detail::layer_activation(cfg, LayerKind::moe);
   const LayerActivation mtp = detail::layer_activation(cfg, LayerKind::mtp);
@@ -313,14 +231,15 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     mb.optimizer_bytes = o.distributed_optimizer
                              ? state_bytes * (rp.dense / dense_dp + rp.expert / expert_dp)
                              : state_bytes * params;
-    std::vector<ChunkActivation> chunks;
+    thread_local std::vector<ChunkActivation> chunks;  // reused: no allocation per estimate
+    chunks.clear();
     int layers = 0;
     for (int c = 0; c < pl.vpp; ++c) {
       const VirtualStage& v = pl.at(r, c);
       layers += v.num_layers + v.mtp_layers;
       chunks.push_back(chunk_activation(cfg, v, dense, moe, mtp, head));
     }
-    const SchedulePeak sp = walk_schedule(cfg, chunks, r);
+    const SchedulePeak sp = detail::schedule_peak(cfg, chunks, r);
     mb.activations_bytes = sp.alive;
     mb.transient_bytes = sp.transient;
     mb.microbatches_in_flight = sp.chunks;

@@ -1,6 +1,8 @@
 #pragma once
 // Activation bytes of one layer, one micro-batch, as Megatron-Core saves them for backward
 // (internal to model/; memory.cpp sums them over the stages and the schedule).
+#include <vector>
+
 #include "model/config.hpp"
 
 namespace epo::model::detail {
@@ -38,5 +40,35 @@ double gemm_input_bytes(const Config& cfg);
 /// where the GEMMs cannot read it transposed (Hopper), its transpose; MXFP8 holds both directions
 /// with their scales. Cached across micro-batches, or the primary weights with fp8_param_gather.
 double fp8_weight_bytes_per_param(const Config& cfg);
+
+/// One chunk's activations for one micro-batch: saved, and the transients of its forward and
+/// backward on top of what is alive.
+struct ChunkActivation {
+  double saved = 0, forward = 0, backward = 0, largest_layer = 0;
+  bool operator==(const ChunkActivation& o) const {
+    return saved == o.saved && forward == o.forward && backward == o.backward &&
+           largest_layer == o.largest_layer;
+  }
+};
+
+/// The peak of one pipeline rank over Megatron's schedule: activations alive and the transient
+/// on top of them at that moment.
+struct SchedulePeak {
+  double alive = 0, transient = 0, chunks = 0, extra = 0;
+  double total() const { return alive + transient; }
+};
+
+/// The peak of pipeline rank `rank` over Megatron's schedule (interleaved 1F1B, or overlap's
+/// combined 1F1B with its extra warm-up micro-batch), given its chunks' activations.
+SchedulePeak walk_schedule(const Config& cfg, const std::vector<ChunkActivation>& chunks,
+                           int rank);
+
+/// walk_schedule, remembering the last answer for each rank on the calling thread: the planner
+/// estimates many option sets of one layout in a row whose chunks hold the same activations
+/// (CUDA graphs, SM counts and dispatchers change other parts of the memory), and the walk is
+/// most of an estimate. Answers only from identical inputs (the schedule's pp, vpp,
+/// micro-batches, overlap and the chunks' values), so it returns what walk_schedule returns.
+SchedulePeak schedule_peak(const Config& cfg, const std::vector<ChunkActivation>& chunks,
+                           int rank);
 
 }  // namespace epo::model::detail

@@ -64,7 +64,11 @@ inline std::vector<std::string> recompute_modules(const Config& c) {
   if (c.opt.recompute_modules.empty()) return {"core_attn"};
   return c.opt.recompute_modules;
 }
-inline bool recomputes(const Config& c, const char* m) { return has_module(recompute_modules(c), m); }
+/// Whether recompute_modules as Megatron-Core sees them hold `m` (without copying the list).
+inline bool recomputes(const Config& c, const char* m) {
+  const auto& v = c.opt.recompute_modules;
+  return v.empty() ? std::string("core_attn") == m : has_module(v, m);
+}
 inline bool params_16bit(const Config& c, const ValidationContext& x) {
   return x.model_bf16_or_fp16 && c.opt.params_dtype != model::ParamsDtype::fp32;
 }
@@ -91,8 +95,26 @@ void add(std::vector<Rule>& out, const char* id, Severity sev, const char* sourc
   add(out, id, sev, source, versions, frontends, check,
       [f](const Config&, const ValidationContext&) { return f; });
 }
+/// True on a thread while it asks only whether rules fail, not why (the plan search's filter
+/// checks hundreds of thousands of configurations and reads no message): cat() then skips the
+/// formatting. Set through VerdictOnly.
+inline thread_local bool verdict_only = false;
+/// Sets verdict_only for its lifetime (restoring the previous value).
+class VerdictOnly {
+ public:
+  VerdictOnly() : saved_(verdict_only) { verdict_only = true; }
+  ~VerdictOnly() { verdict_only = saved_; }
+  VerdictOnly(const VerdictOnly&) = delete;
+  VerdictOnly& operator=(const VerdictOnly&) = delete;
+
+ private:
+  bool saved_;
+};
+/// A rule's message from its parts; under verdict_only a fixed non-empty text (the rule fails
+/// either way: every rule returns cat(...) only when it fails).
 template <typename... Args>
 std::string cat(const Args&... args) {
+  if (verdict_only) return "failed";
   return ::epo::detail::concat(args...);
 }
 constexpr Severity kError = Severity::error;

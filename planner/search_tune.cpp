@@ -10,7 +10,9 @@
 #include <mutex>
 #include <thread>
 
+#include "model/cost.hpp"
 #include "model/fast_path.hpp"
+#include "planner/rules_common.hpp"
 
 namespace epo::planner::detail {
 
@@ -29,6 +31,8 @@ ErrorRules::ErrorRules(const ValidationContext& ctx) : ctx_(&ctx) {
 }
 
 const Rule* ErrorRules::first_error(const Config& cfg) const {
+  // Only which rule fails is needed here: its message is not formatted.
+  const rules::VerdictOnly verdict;
   for (const Rule* r : rules_)
     if (!r->check(cfg, *ctx_).empty()) return r;
   return nullptr;
@@ -79,22 +83,29 @@ std::vector<size_t> reportable(const std::vector<Summary>& feasible, size_t keep
 
 namespace {
 
-/// What one SM count of a plan gave: refused by the rules, refused by the model, or a prediction.
+/// What one SM count of a plan gave: refused by the rules, refused by the model, a prediction, or
+/// the plan's own prediction (the count is the backend's default the plan ran with).
 struct Trial {
   Candidate cand;
-  enum { refused, model_error, predicted } kind = refused;
+  enum { refused, model_error, predicted, as_default } kind = refused;
   model::Prediction pred;
 };
 
 /// Every SM count of one plan, in flex_sm_counts order.
 std::vector<Trial> try_sm_counts(const ErrorRules& rules, const Candidate& base, Config& work) {
   std::vector<Trial> out;
+  // The model reads the SM count only as Options::effective_comm_sms: the default's explicit
+  // twin predicts what the plan itself predicted, and is not predicted again.
+  apply_candidate(work, base);
+  const int default_sms = model::flex_comm_sms(work);
   for (int sms : flex_sm_counts(static_cast<FlexBackend>(base.backend))) {
     Trial t;
     t.cand = base;
     t.cand.comm_sms = static_cast<std::int16_t>(sms);
     apply_candidate(work, t.cand);
-    if (!rules.first_error(work)) {
+    if (sms == default_sms) {
+      if (!rules.first_error(work)) t.kind = Trial::as_default;
+    } else if (!rules.first_error(work)) {
       try {
         t.pred = model::predict_fast_ranking(work);
         t.kind = Trial::predicted;
@@ -153,6 +164,11 @@ void tune_flex_sms(const SearchSpec& spec, const ErrorRules& rules, std::vector<
     Summary best = feasible[plans[k]];
     for (const Trial& t : trials[k]) {
       if (t.kind == Trial::refused) continue;
+      if (t.kind == Trial::as_default) {
+        // The plan's own figures (it fits) under a later index: listed, never better.
+        cands.push_back(t.cand);
+        continue;
+      }
       ++evaluated;
       if (t.kind == Trial::model_error || !t.pred.memory.fits) continue;
       const Summary s{static_cast<long long>(cands.size()), t.pred.step_time_us,
