@@ -102,6 +102,10 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "per-expert, grouped, streams");
   sub.add_option("--skew", f.skew, "Zipf exponent of expert popularity for --routing skewed");
   sub.add_option("--capacity-factor", f.capacity_factor, "expert capacity factor (0 = dropless)");
+  sub.add_option("--rank-capacity-factor", f.rank_capacity_factor,
+                 "HybridEP per-rank receive capacity (moe_expert_rank_capacity_factor; 0 = unset)");
+  sub.add_flag("--paged-stash", f.paged_stash,
+               "moe_paged_stash: the experts' activations in paged buffers (needs a rank capacity)");
   sub.add_option("--seed", f.seed, "routing seed");
   sub.add_option("--pipeline-layout", f.pipeline_layout,
                  "Megatron pipeline_model_parallel_layout, e.g. \"Et|(tt|)*30mL\"");
@@ -210,6 +214,8 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--skew")) o.routing.skew = f.skew;
   if (use("--seed")) o.routing.seed = f.seed;
   if (use("--capacity-factor")) o.capacity_factor = f.capacity_factor;
+  if (use("--rank-capacity-factor")) o.rank_capacity_factor = f.rank_capacity_factor;
+  if (use("--paged-stash")) o.paged_stash = f.paged_stash;
   if (use("--bf16-grads")) o.grad_reduce_in_fp32 = !f.bf16_grads;
   if (use("--bf16-adam-moments")) o.adam_moments_bf16 = f.bf16_adam_moments;
   if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;

@@ -29,7 +29,8 @@ struct ConfigFlags {
   int cdmc = 32;
   int dist_opt_instances = 1;
   std::string precision = "bf16", routing = "uniform", expert_gemm = "auto";
-  double skew = 0.0, capacity_factor = 0.0;
+  double skew = 0.0, capacity_factor = 0.0, rank_capacity_factor = 0.0;
+  bool paged_stash = false;
   unsigned seed = 1;
   int virtual_ranks = 0;
   std::string pipeline_layout;

@@ -156,6 +156,9 @@ const std::vector<Row>& table_rows() {
       {"moe_shared_expert_overlap", [](S& s, const V& v) { s.c.opt.moe_shared_expert_overlap = v.boolean(); }},
       {"moe_grouped_gemm", [](S& s, const V& v) { s.c.opt.moe_grouped_gemm = v.boolean(); }},
       {"moe_expert_capacity_factor", [](S& s, const V& v) { s.c.opt.capacity_factor = v.number(0.0); }},
+      {"moe_expert_rank_capacity_factor",
+       [](S& s, const V& v) { s.c.opt.rank_capacity_factor = v.number(0.0); }},
+      {"moe_paged_stash", [](S& s, const V& v) { s.c.opt.paged_stash = v.boolean(); }},
       {"moe_router_force_load_balancing", [](S& s, const V& v) {
          if (v.boolean()) s.c.opt.routing.kind = model::RoutingKind::balanced;
        }},

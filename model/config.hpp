@@ -109,6 +109,18 @@ struct Options {
   ExpertGemm expert_gemm = ExpertGemm::automatic;  ///< executor's expert GEMM path
   double capacity_factor = 0.0;                 ///< 0 = dropless
   bool high_priority_a2a_comm_stream = false;
+  /// HybridEP's per-rank receive capacity (moe_expert_rank_capacity_factor x the mean tokens a
+  /// rank receives; 0 = unset): the buffers are sized ahead, so the dispatch needs no
+  /// device-to-host synchronisation of token counts. With moe_paged_stash the experts' saved
+  /// activations go to paged buffers of that size: what Bridge's full-iteration CUDA-graph recipes
+  /// set, a graph being unable to capture a host synchronisation.
+  double rank_capacity_factor = 0.0;
+  bool paged_stash = false;
+  /// The token counts stay on the device (HybridEP with a rank capacity and the paged stash).
+  bool device_side_token_counts() const {
+    return dispatcher == Dispatcher::flex && flex_backend == FlexBackend::hybridep &&
+           rank_capacity_factor > 0 && paged_stash;
+  }
   /// Transformer Engine's CuTe DSL fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): fc1, the
   /// activation and fc2 of the local experts in one fused chain on Blackwell (SM100+); ignored on
   /// older GPUs.

@@ -219,6 +219,10 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
           static_cast<unsigned>(rr.get_int("seed", 1, limits::kSeed.min, limits::kSeed.max));
       rr.finish();
     }
+    op.rank_capacity_factor =
+        o.get_double("rank_capacity_factor", 0.0, limits::kRankCapacityFactor.min,
+                     limits::kRankCapacityFactor.max);
+    op.paged_stash = o.get_bool("paged_stash", false);
     op.capacity_factor = o.get_double("capacity_factor", 0.0, limits::kCapacityFactor.min,
                                        limits::kCapacityFactor.max);
     op.high_priority_a2a_comm_stream = o.get_bool("high_priority_a2a_comm_stream", false);
@@ -298,6 +302,8 @@ nlohmann::json to_json(const Config& c) {
       {"routing",
        {{"kind", to_string(o.routing.kind)}, {"skew", o.routing.skew}, {"seed", o.routing.seed}}},
       {"capacity_factor", o.capacity_factor},
+      {"rank_capacity_factor", o.rank_capacity_factor},
+      {"paged_stash", o.paged_stash},
       {"high_priority_a2a_comm_stream", o.high_priority_a2a_comm_stream},
       {"fused_grouped_mlp", o.fused_grouped_mlp},
       {"cross_entropy_fusion", o.cross_entropy_fusion},

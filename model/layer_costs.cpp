@@ -345,11 +345,12 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       L.ops.push_back(op);
     }
     // Host blocking points (reference §3.4): alltoall syncs the splits before the dispatch when
-    // dropless; DeepEP's CPU waits for the receive counts; HybridEP unless capacity is static.
+    // dropless; DeepEP's CPU waits for the receive counts; HybridEP unless capacity is static
+    // (a capacity factor, or a rank capacity with the paged stash: counts stay on the device).
     OpCost& dispatch_fwd = L.ops[L.ops.size() - 4];
     if (o.dispatcher == Dispatcher::alltoall) dispatch_fwd.host_blocks = o.capacity_factor <= 0;
     else if (flex && o.flex_backend == FlexBackend::deepep) dispatch_fwd.host_blocks = true;
-    else if (flex) dispatch_fwd.host_blocks = o.capacity_factor <= 0;
+    else if (flex) dispatch_fwd.host_blocks = o.capacity_factor <= 0 && !o.device_side_token_counts();
     else dispatch_fwd.host_blocks = false;
   }
   if (mtp) {

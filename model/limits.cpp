@@ -65,6 +65,7 @@ void check_config_limits(const Config& c) {
   check_range(kSeed, static_cast<long long>(o.routing.seed));
   check_range(kSkew, o.routing.skew);
   check_range(kCapacityFactor, o.capacity_factor);
+  check_range(kRankCapacityFactor, o.rank_capacity_factor);
   check_names("--recompute-method / options.recompute_method", {o.recompute_method},
               kRecomputeMethods);
   check_names("--recompute-modules / options.recompute_modules", o.recompute_modules,

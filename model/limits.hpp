@@ -52,6 +52,8 @@ inline constexpr IntRange kSeed{"options.routing.seed", "--seed", 0, 2147483647}
 inline constexpr RealRange kSkew{"options.routing.skew", "--skew", 0.0, 4.0};
 inline constexpr RealRange kCapacityFactor{"options.capacity_factor", "--capacity-factor", 0.0,
                                            1e3};
+inline constexpr RealRange kRankCapacityFactor{"options.rank_capacity_factor",
+                                               "--rank-capacity-factor", 0.0, 64.0};
 
 /// Hardware profiles (presets/hardware/*.json, --profile, what `calibrate fit` writes): the reader
 /// (model::hardware_from_json) and the fit (which refuses a fitted value outside them) use these.

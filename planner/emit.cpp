@@ -200,6 +200,12 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "model.hidden_dropout=" << o.hidden_dropout << "\n";
   os << "mixed_precision=" << bridge_mixed_precision(c) << "\n";
   if (o.capacity_factor > 0) os << "model.moe_expert_capacity_factor=" << o.capacity_factor << "\n";
+  if (o.rank_capacity_factor > 0) {
+    os << "model.moe_expert_rank_capacity_factor=" << o.rank_capacity_factor << "\n";
+    // Megatron-Core asks for TE's op fuser with a HybridEP rank capacity (l.1874-1883).
+    os << "model.use_transformer_engine_op_fuser=true\n";
+  }
+  if (o.paged_stash) os << "model.moe_paged_stash=true\n";
   if (o.high_priority_a2a_comm_stream) os << "model.high_priority_a2a_comm_stream=true\n";
   os << "model.gradient_accumulation_fusion=" << b(o.gradient_accumulation_fusion) << "\n";
   os << "ddp.use_distributed_optimizer=" << b(o.distributed_optimizer) << "\n";
@@ -286,6 +292,10 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.cuda_graph_impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(v, w);
     else if (k == "model.cuda_graph_modules" || k == "model.cuda_graph_scope")
       o.cuda_graph_modules = to_list(v);
+    else if (k == "model.moe_expert_rank_capacity_factor")
+      o.rank_capacity_factor = v == "null" ? 0.0 : to_double(v, w);
+    else if (k == "model.moe_paged_stash") o.paged_stash = to_bool(v, w);
+    else if (k == "model.use_transformer_engine_op_fuser") (void)to_bool(v, w);
     else if (k == "model.moe_expert_capacity_factor")
       o.capacity_factor = v == "null" ? 0.0 : to_double(v, w);
     else if (k == "model.high_priority_a2a_comm_stream") o.high_priority_a2a_comm_stream = to_bool(v, w);

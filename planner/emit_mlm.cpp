@@ -120,6 +120,13 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
     kv("--moe-expert-capacity-factor", cf.str());
     if (ctx.moe_pad_expert_input_to_capacity) a.push_back("--moe-pad-expert-input-to-capacity");
   }
+  if (o.rank_capacity_factor > 0) {
+    std::ostringstream rc;
+    rc << o.rank_capacity_factor;
+    kv("--moe-expert-rank-capacity-factor", rc.str());
+    a.push_back("--use-transformer-engine-op-fuser");  // asked for with it (l.1874-1883)
+  }
+  if (o.paged_stash) a.push_back("--moe-paged-stash");
   // Megatron-LM's linear layers carry a bias unless told otherwise; the checks epo ran assumed
   // the context's (none by default).
   if (!ctx.add_bias_linear) a.push_back("--disable-bias-linear");
@@ -235,6 +242,10 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--enable-cuda-graph") o.cuda_graph_impl = CudaGraphImpl::local;
     else if (f == "--external-cuda-graph") o.cuda_graph_impl = CudaGraphImpl::transformer_engine;
     else if (f == "--moe-expert-capacity-factor") o.capacity_factor = std::stod(value());
+    else if (f == "--moe-expert-rank-capacity-factor") o.rank_capacity_factor = std::stod(value());
+    else if (f == "--moe-paged-stash") o.paged_stash = true;
+    else if (f == "--use-transformer-engine-op-fuser") {
+    }
     else if (f == "--high-priority-a2a-comm-stream") o.high_priority_a2a_comm_stream = true;
     else if (f == "--no-gradient-accumulation-fusion") o.gradient_accumulation_fusion = false;
     else if (f == "--use-distributed-optimizer") o.distributed_optimizer = true;

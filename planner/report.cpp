@@ -34,7 +34,8 @@ std::string flags(const model::Config& c) {
   if (c.opt.recompute_granularity == model::RecomputeGranularity::selective &&
       !c.opt.recompute_modules.empty() && c.opt.recompute_modules.front() == "mla_up_proj")
     s += "(mla)";
-  if (c.opt.cuda_graph_impl != model::CudaGraphImpl::none) add("graphs");
+  if (c.opt.cuda_graph_impl == model::CudaGraphImpl::full_iteration) add("graphs-full");
+  else if (c.opt.cuda_graph_impl != model::CudaGraphImpl::none) add("graphs");
   return s.empty() ? "-" : s;
 }
 

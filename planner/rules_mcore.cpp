@@ -250,6 +250,7 @@ void add_overlap_rules(std::vector<Rule>& out) {
 
 void add_mcore_rules(std::vector<Rule>& out) {
   add_moe_rules(out);
+  add_capacity_rules(out);
   add_mcore_recompute_rules(out);
   add_mcore_graph_rules(out);
   add_overlap_rules(out);

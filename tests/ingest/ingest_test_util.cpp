@@ -56,6 +56,8 @@ model::Config sample_config(const std::string& name, int variant) {
     o.recompute_method = "uniform";
     o.recompute_num_layers = 1;
     o.capacity_factor = 1.5;
+    o.rank_capacity_factor = 1.25;
+    o.paged_stash = true;
     o.distributed_optimizer = false;
     o.overlap_grad_reduce = false;
     o.gradient_accumulation_fusion = false;

@@ -136,6 +136,28 @@ TEST_CASE("distributed-optimizer instances: a larger shard and an all-reduce acr
   CHECK(compute_step_costs(all).optimizer_step_us > compute_step_costs(dp8).optimizer_step_us);
 }
 
+TEST_CASE("HybridEP with a rank capacity and the paged stash keeps its token counts on the device",
+          "[cost][hybridep]") {
+  Config c = qwen(16, 1, 1, 16, 1);
+  c.opt.dispatcher = Dispatcher::flex;
+  c.opt.flex_backend = FlexBackend::hybridep;
+  c.derive_and_check();
+  auto dispatch_blocks = [](const Config& cfg) {
+    for (const auto& op : compute_step_costs(cfg).moe_layer.ops)
+      if (op.kind == OpKind::dispatch && op.dir == Direction::forward) return op.host_blocks;
+    FAIL("no forward dispatch");
+    return false;
+  };
+  CHECK(dispatch_blocks(c));  // dropless: the host waits for the counts
+  c.opt.rank_capacity_factor = 1.5;
+  CHECK(dispatch_blocks(c));  // a rank capacity alone: Megatron still reads the counts
+  c.opt.paged_stash = true;
+  CHECK_FALSE(dispatch_blocks(c));
+  CHECK(c.opt.device_side_token_counts());
+  c.opt.flex_backend = FlexBackend::deepep;  // DeepEP's CPU always waits for its counts
+  CHECK(dispatch_blocks(c));
+}
+
 TEST_CASE("CUDA graphs take the framework's host time off the graphed ops", "[cost][cudagraph]") {
   Config eager = qwen(8, 1, 1, 8, 1);
   eager.hw.framework_op_host_us = 400;

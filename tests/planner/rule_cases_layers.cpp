@@ -47,6 +47,46 @@ std::vector<RuleCase> layer_rule_cases() {
          relayout(c, 16, 1, 1, 1, 8, 512);
          c.opt.distributed_optimizer_instances = 2;
        }},
+      // HybridEP's rank capacity and paged stash (core_v0.18 on), and the full-iteration graph
+      // that needs the token counts on the device.
+      {"MCORE-RANK-CAPACITY-VERSION",
+       [](Config& c, ValidationContext& x) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.rank_capacity_factor = 1.5;
+         x.megatron = V::core_v0_17;
+       },
+       [](Config& c, ValidationContext& x) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.rank_capacity_factor = 1.5;
+         x.megatron = V::core_v0_18;
+       }},
+      {"MCORE-RANK-CAPACITY-BACKEND",
+       [](Config& c, ValidationContext&) { c.opt.rank_capacity_factor = 1.5; },
+       [](Config& c, ValidationContext&) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.rank_capacity_factor = 1.5;
+       }},
+      {"MCORE-PAGED-STASH-CAPACITY",
+       [](Config& c, ValidationContext&) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.paged_stash = true;
+       },
+       [](Config& c, ValidationContext&) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.paged_stash = true;
+         c.opt.rank_capacity_factor = 1.5;
+       }},
+      {"RUNTIME-FULL-ITERATION-HOST-SYNC",
+       [](Config& c, ValidationContext&) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.cuda_graph_impl = CudaGraphImpl::full_iteration;
+       },
+       [](Config& c, ValidationContext&) {
+         flex(c, model::FlexBackend::hybridep);
+         c.opt.cuda_graph_impl = CudaGraphImpl::full_iteration;
+         c.opt.rank_capacity_factor = 1.5;
+         c.opt.paged_stash = true;
+       }},
       {"MCORE-RECOMPUTE-METHOD-VALUE",
        [](Config& c, ValidationContext&) { full_recompute(c); c.opt.recompute_method = "every"; },
        [](Config& c, ValidationContext&) { full_recompute(c); c.opt.recompute_method = "block"; }},
