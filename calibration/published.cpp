@@ -242,6 +242,14 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   o.delay_wgrad_compute = j.contains("delay_wgrad_compute") && j["delay_wgrad_compute"].is_boolean() &&
                           j["delay_wgrad_compute"].get<bool>();
   infer_bridge_overlap(j, os, o, r.assumptions);
+  // HybridEP's rank capacity and paged stash, where the pinned recipe set them.
+  if (os.is_object() && os.contains("recipe_assignments") && os["recipe_assignments"].is_object()) {
+    const nlohmann::json& ra = os["recipe_assignments"];
+    const char* kCap = "model.moe_expert_rank_capacity_factor";
+    if (ra.contains(kCap) && ra[kCap].is_number()) o.rank_capacity_factor = ra[kCap].get<double>();
+    const char* kStash = "model.moe_paged_stash";
+    o.paged_stash = ra.contains(kStash) && ra[kStash].is_boolean() && ra[kStash].get<bool>();
+  }
   if (j.contains("recompute")) set_recompute(o, j["recompute"]);
   if (j.contains("cuda_graph")) set_cuda_graph(o, j["cuda_graph"]);
   // Fine-grained activation offloading: "expert_fc1, moe_act" as the ModelZoo row resolves it.
