@@ -30,6 +30,19 @@ inline model::Config make_config(const std::string& model_name, const std::strin
   return c;
 }
 
+/// A search space the cache tests sample: every `stride`-th candidate (and the run after it).
+struct SampledSpace {
+  const char* model;
+  const char* hardware;
+  int gpus, gbs;
+  long long stride;  ///< distance between the sampled candidates
+};
+
+/// The space's candidates with its base configuration (tp, pp, vpp, ep 1; the search varies them).
+inline model::Config sampled_base(const SampledSpace& sp) {
+  return make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+}
+
 inline bool has_id(const std::vector<Violation>& v, const std::string& id) {
   return std::any_of(v.begin(), v.end(), [&](const Violation& x) { return x.id == id; });
 }

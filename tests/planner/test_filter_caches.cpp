@@ -20,12 +20,7 @@ using namespace epo::planner;
 
 namespace {
 
-struct Space {
-  const char* model;
-  const char* hardware;
-  int gpus, gbs;
-  long long stride;  ///< distance between the sampled runs of candidates
-};
+using Space = test::SampledSpace;
 
 const Space kSpaces[] = {{"tiny", "h100-sxm", 8, 64, 7},
                          {"qwen3-30b-a3b", "dgx-h100", 16, 512, 97},
@@ -46,7 +41,7 @@ TEST_CASE("the search's rule check names the first error validation names") {
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
-    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    s.base = test::sampled_base(sp);
     const auto cands = generate_candidates(s);
     const planner::detail::ErrorRules rules(s.ctx);
     model::Config work = s.base;
@@ -78,7 +73,7 @@ TEST_CASE("memory estimates in the planner's order equal fresh ones") {
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
-    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    s.base = test::sampled_base(sp);
     const auto cands = generate_candidates(s);
     model::Config work = s.base;
     std::vector<model::Config> cfgs;
@@ -111,7 +106,7 @@ TEST_CASE("a flex plan at the backend's default SM count predicts what its expli
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
-    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    s.base = test::sampled_base(sp);
     const auto cands = generate_candidates(s);
     model::Config work = s.base;
     int compared = 0;

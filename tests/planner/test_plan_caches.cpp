@@ -19,13 +19,9 @@ using namespace epo::planner;
 
 namespace {
 
-struct Space {
-  const char* model;
-  const char* hardware;
-  int gpus, gbs;
-  long long stride;  ///< prime to the options of a layout, so every option set is sampled
-};
+using Space = test::SampledSpace;
 
+// Strides prime to the options of a layout, so every option set is sampled.
 const Space kSpaces[] = {{"tiny", "h100-sxm", 8, 64, 3},
                          {"qwen3-30b-a3b", "dgx-h100", 16, 512, 29},
                          {"deepseek-v3", "h100-sxm", 256, 2048, 211},
@@ -91,7 +87,7 @@ TEST_CASE("shape costs shared across schedules give the bound computed afresh") 
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
-    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    s.base = test::sampled_base(sp);
     const auto cands = generate_candidates(s);
     planner::detail::ShapeCostCache cache;
     model::Config work = s.base;
@@ -132,7 +128,7 @@ TEST_CASE("the fast path's memo answers what a fresh evaluation answers") {
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
-    s.base = test::make_config(sp.model, sp.hardware, sp.gpus, 1, 1, 1, 1, sp.gbs);
+    s.base = test::sampled_base(sp);
     const auto cands = generate_candidates(s);
     std::vector<size_t> sample;
     for (size_t i = 0; i < cands.size(); i += static_cast<size_t>(sp.stride) * 3) sample.push_back(i);
