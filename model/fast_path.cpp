@@ -146,6 +146,7 @@ FastResult fast_step(const Config& cfg, const StepCosts& costs, bool overlapped,
                     " micro-batches (allowed: gbs >= mbs*dp, at least one micro-batch)");
   check_pipeline_slots(cfg);
   check_interleaved_microbatches(cfg);
+  check_dist_opt_instances(cfg);
   check_step_work(cfg, costs);  // nanosecond times cannot overflow (model/limits.hpp)
   detail::set_memo_context(ws, cfg, costs, overlapped, options);
   const int total = M * V;

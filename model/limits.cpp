@@ -176,6 +176,28 @@ void check_interleaved_microbatches(const Config& c) {
               __FILE__, __LINE__);
 }
 
+std::string dist_opt_instances_problem(const Config& c) {
+  const int n = c.opt.distributed_optimizer_instances;
+  if (n <= 1 || c.par.dp <= 0) return "";
+  if ((c.par.dp * c.par.cp) % n != 0)
+    return detail::concat("data-parallel size x context-parallel size = ", c.par.dp * c.par.cp,
+                          " is not divisible by num_distributed_optimizer_instances = ", n);
+  const int edp = c.par.expert_dp(c.num_gpus);
+  if (edp % n != 0)
+    return detail::concat("expert data-parallel size = ", edp,
+                          " is not divisible by num_distributed_optimizer_instances = ", n);
+  return "";
+}
+
+void check_dist_opt_instances(const Config& c) {
+  const std::string problem = dist_opt_instances_problem(c);
+  if (problem.empty()) return;
+  throw Error(ErrorKind::rejected,
+              detail::concat(kDistOptInstancesRule, ": ", problem,
+                             "; fix: a --dist-opt-instances that divides both"),
+              __FILE__, __LINE__);
+}
+
 void check_simulation_size(const Config& c, const StepCosts& costs) {
   const long long ops = estimated_schedule_ops(c);
   EPO_REQUIRE_INPUT(ops <= limits::kMaxSimulatedOps, "the full simulation of this step would hold ",

@@ -181,4 +181,11 @@ void check_simulation_size(const Config& c, const StepCosts& costs);
 /// Rule id shared by the planner's rule and the schedule's refusal.
 inline constexpr const char* kInterleavedMicrobatchRule = "RUNTIME-VPP-MICROBATCHES";
 
+/// Megatron's parallel_state asserts that num_distributed_optimizer_instances divides the
+/// data-parallel size (x CP) and the expert data-parallel size: "" when it does (or is 1), else
+/// the reason. The planner's rule and the predictions (exit 3) share it.
+std::string dist_opt_instances_problem(const Config& c);
+void check_dist_opt_instances(const Config& c);
+inline constexpr const char* kDistOptInstancesRule = "MCORE-DISTOPT-INSTANCES";
+
 }  // namespace epo::model

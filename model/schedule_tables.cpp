@@ -98,6 +98,7 @@ ChunkShape chunk_shape(const Config& cfg, const std::vector<int>& stage_layers, 
 PipelineSchedule build_pipeline(const Config& cfg, bool overlapped) {
   check_pipeline_slots(cfg);
   check_interleaved_microbatches(cfg);  // Megatron refuses these; its schedule would deadlock
+  check_dist_opt_instances(cfg);
   PipelineSchedule p;
   const int pp = cfg.par.pp;
   p.ranks.reserve(pp);

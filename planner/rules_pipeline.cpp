@@ -2,6 +2,7 @@
 // no layout (transformer_block.py, get_num_layers_to_build): pp must divide num_layers and vpp
 // the layers of each rank; else the model is not built. Explicit layouts and first/last-stage
 // counts are checked where they are read (model/pipeline_layout.cpp), as Megatron checks them.
+#include "model/limits.hpp"
 #include "planner/pipeline_split.hpp"
 #include "planner/rules_common.hpp"
 
@@ -37,20 +38,11 @@ void add_pipeline_rules(std::vector<Rule>& out) {
         return cat("--pipeline-layout \"", layout, "\" (an uneven split Megatron accepts), or pp "
                    "and vpp whose product divides num_layers");
       });
-  add(out, "MCORE-DISTOPT-INSTANCES", kError,
+  add(out, model::kDistOptInstancesRule, kError,
       "Megatron-LM megatron/core/parallel_state.py:922-926 and 1447-1449 (initialize_model_parallel)",
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
-        const int n = c.opt.distributed_optimizer_instances;
-        if (n <= 1 || c.par.dp <= 0) return "";
-        if ((c.par.dp * c.par.cp) % n != 0)
-          return cat("data-parallel size x context-parallel size = ", c.par.dp * c.par.cp,
-                     " is not divisible by num_distributed_optimizer_instances = ", n);
-        const int edp = c.par.expert_dp(c.num_gpus);
-        if (edp % n != 0)
-          return cat("expert data-parallel size = ", edp,
-                     " is not divisible by num_distributed_optimizer_instances = ", n);
-        return "";
+        return model::dist_opt_instances_problem(c);
       },
       "use --dist-opt-instances dividing both the data-parallel (x CP) and expert data-parallel sizes");
 }

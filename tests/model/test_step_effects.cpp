@@ -6,6 +6,7 @@
 #include "catch.hpp"
 #include "model/config_io.hpp"
 #include "model/cost.hpp"
+#include "model/error.hpp"
 #include "model/prediction.hpp"
 
 using namespace epo;
@@ -134,6 +135,19 @@ TEST_CASE("distributed-optimizer instances: a larger shard and an all-reduce acr
   CHECK(static_cast<double>(compute_step_costs(all).dp_grad_reduce.duration_ns) ==
         Approx(static_cast<double>(compute_step_costs(dp8).dp_grad_reduce.duration_ns)).epsilon(1e-6));
   CHECK(compute_step_costs(all).optimizer_step_us > compute_step_costs(dp8).optimizer_step_us);
+  // A count that does not divide the data-parallel ranks: Megatron refuses it, so do predictions.
+  Config three = dp8;
+  three.opt.distributed_optimizer_instances = 3;
+  three.derive_and_check();
+  for (auto mode : {PredictMode::fast, PredictMode::full}) {
+    try {
+      (void)predict(three, mode);
+      FAIL("predicted");
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 3);
+      CHECK(std::string(e.what()).find("MCORE-DISTOPT-INSTANCES") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("HybridEP with a rank capacity and the paged stash keeps its token counts on the device",
