@@ -65,8 +65,9 @@ def main():
             m = re.search(r"(\d+) read, (\d+) ignored \(no effect on the prediction\), (\d+) unknown",
                           text)
             read, ignored, unknown = (int(x) for x in m.groups()) if m else (0, 0, 0)
-            for u in re.findall(r"unknown flag[^:]*: (--[\w-]+)", text):
-                unknown_names[u] += 1
+            for listed in re.findall(r"not known to EPO \(not read\): (.*)", text):
+                for u in listed.split(","):
+                    unknown_names[u.strip()] += 1
             reason = ""
             if p.returncode != 0:
                 errors = [l for l in text.splitlines() if l.startswith("epo: error")]

@@ -1,6 +1,6 @@
 // HybridEP's per-rank receive capacity and the paged stash of expert activations
 // (transformer_config.py: moe_expert_rank_capacity_factor l.1868-1883, moe_paged_stash
-// l.2210-2216; both from core_v0.18), and the full-iteration CUDA graph that needs them.
+// l.2210-2216; both from core_v0.18). The full-iteration graph that needs them: rules_runtime.cpp.
 #include "planner/rules_common.hpp"
 
 namespace epo::planner::rules {
@@ -36,24 +36,6 @@ void add_capacity_rules(std::vector<Rule>& out) {
         return "moe_paged_stash requires moe_expert_rank_capacity_factor to be set";
       },
       "add --rank-capacity-factor 1.5 (Bridge's full-iteration recipes), or drop --paged-stash");
-}
-
-void add_full_iteration_runtime_rule(std::vector<Rule>& out) {
-  add(out, "RUNTIME-FULL-ITERATION-HOST-SYNC", kError,
-      "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py (the dispatchers' "
-      "device-to-host synchronisation of token counts, which a CUDA graph cannot capture); "
-      "Megatron-Bridge perf_recipes/deepseek/common.py (_enable_deepseek_full_iteration_mxfp8)",
-      since(V::core_v0_18), kBothFrontends,
-      [](const Config& c, const ValidationContext&) -> std::string {
-        const auto& o = c.opt;
-        if (o.cuda_graph_impl != model::CudaGraphImpl::full_iteration) return "";
-        if (c.model.num_experts <= 0 || c.par.ep * c.par.etp <= 1) return "";
-        if (o.device_side_token_counts() || o.capacity_factor > 0) return "";
-        return "a full-iteration CUDA graph cannot capture the dispatcher's device-to-host "
-               "synchronisation of dropless token counts";
-      },
-      "use --dispatcher flex --flex-backend hybridep --rank-capacity-factor 1.5 --paged-stash "
-      "(Bridge's full-iteration recipes), or a capacity factor with padding");
 }
 
 }  // namespace epo::planner::rules

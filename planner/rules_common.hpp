@@ -134,6 +134,5 @@ void add_hybridep_rules(std::vector<Rule>& out);
 void add_te_rules(std::vector<Rule>& out);
 void add_runtime_rules(std::vector<Rule>& out);
 void add_capacity_rules(std::vector<Rule>& out);
-void add_full_iteration_runtime_rule(std::vector<Rule>& out);
 
 }  // namespace epo::planner::rules

@@ -55,6 +55,21 @@ void add_runtime_rules(std::vector<Rule>& out) {
         return "EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism";
       },
       "use --pp 1 (or --vpp 1) with --megatron-fsdp, or the distributed optimizer");
+  add(out, "RUNTIME-FULL-ITERATION-HOST-SYNC", kError,
+      "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py (the dispatchers' "
+      "device-to-host synchronisation of token counts, which a CUDA graph cannot capture); "
+      "Megatron-Bridge perf_recipes/deepseek/common.py (_enable_deepseek_full_iteration_mxfp8)",
+      since(MegatronVersion::core_v0_18), kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        const auto& o = c.opt;
+        if (o.cuda_graph_impl != model::CudaGraphImpl::full_iteration) return "";
+        if (c.model.num_experts <= 0 || c.par.ep * c.par.etp <= 1) return "";
+        if (o.device_side_token_counts() || o.capacity_factor > 0) return "";
+        return "a full-iteration CUDA graph cannot capture the dispatcher's device-to-host "
+               "synchronisation of dropless token counts";
+      },
+      "use --dispatcher flex --flex-backend hybridep --rank-capacity-factor 1.5 --paged-stash "
+      "(Bridge's full-iteration recipes), or a capacity factor with padding");
 }
 
 }  // namespace epo::planner::rules

@@ -361,9 +361,7 @@ SearchResult search(const SearchSpec& spec) {
     auto same_layout_reference = [&](const Candidate& c) {
       return c.tp == wc.tp && c.pp == wc.pp && c.vpp == wc.vpp && c.cp == wc.cp && c.ep == wc.ep &&
              c.etp == wc.etp && c.mbs == wc.mbs && c.recompute == wc.recompute &&
-             // a full-iteration graph needs HybridEP's rank capacity: the reference runs eagerly
-             c.cuda_graph == (wc.cuda_graph == Candidate::kFullIteration ? 0 : wc.cuda_graph) &&
-             dispatch_class(c) == 0 && !c.overlap;
+             c.cuda_graph == wc.cuda_graph && dispatch_class(c) == 0 && !c.overlap;
     };
     // The bounds may have skipped the winner's own layout without overlap: evaluate it now.
     const std::vector<Summary> same_extra =

@@ -25,11 +25,8 @@ struct Candidate {
   /// (selective: the MLA up-projections and the dense MLPs, as Bridge's DeepSeek-V3 recipes), or
   /// kKeep.
   std::uint8_t recompute = 0;
-  /// 0 none, 1 TE graphs of attn, moe_router, moe_preprocess, kFullIteration (HybridEP with a rank
-  /// capacity and the paged stash), or kKeep
-  std::uint8_t cuda_graph = 0;
+  std::uint8_t cuda_graph = 0;   ///< 0 none, 1 TE graphs of attn, moe_router, moe_preprocess, or kKeep
   static constexpr std::uint8_t kRecomputeMla = 3;
-  static constexpr std::uint8_t kFullIteration = 2;
   /// 0 Megatron's plain split, 1 balanced_pipeline_layout (pp * vpp does not divide the layers),
   /// or kKeep (the base configuration's layout fields).
   std::uint8_t layout = 0;

@@ -183,23 +183,12 @@ void apply_candidate(Config& cfg, const Candidate& c) {
       o.recompute_num_layers = 1;
     }
   }
-  if (c.cuda_graph != Candidate::kKeep) {
-    o.rank_capacity_factor = 0;
-    o.paged_stash = false;
-  }
   if (c.cuda_graph == 1) {
     o.cuda_graph_impl = CudaGraphImpl::transformer_engine;
     set_modules(o.cuda_graph_modules, {"attn", "moe_router", "moe_preprocess"});
   } else if (c.cuda_graph == 0) {
     o.cuda_graph_impl = CudaGraphImpl::none;
     o.cuda_graph_modules.clear();
-  } else if (c.cuda_graph == Candidate::kFullIteration) {
-    // Bridge's full-iteration recipes: the whole step captured, HybridEP with a rank capacity
-    // of 1.5 and the paged stash, so that no token count goes to the host.
-    o.cuda_graph_impl = CudaGraphImpl::full_iteration;
-    o.cuda_graph_modules.clear();
-    o.rank_capacity_factor = 1.5;
-    o.paged_stash = true;
   }
   o.cuda_device_max_connections = recommended_cuda_device_max_connections(cfg);
 }
@@ -276,9 +265,9 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
           c.early_release = f.early;
           // With a fixed layout, recompute and CUDA graphs stay as given. MLA models also try
           // recomputing their up-projections (Bridge's DeepSeek-V3 recipes).
-          // The full-iteration graph (kFullIteration) is not searched: what it saves is the
-          // fitted per-op host time, which on H100 stands in for costs the model lacks (the
-          // public EP-overlap A/B, docs/measurements.md); a configuration can still ask for it.
+          // Full-iteration graphs are not searched: what they save is the fitted per-op host
+          // time, which on H100 stands in for costs the model lacks (the public EP-overlap A/B,
+          // docs/measurements.md); a configuration given with --layout can still ask for one.
           const int num_rc = s.fixed_layout ? 1 : mla ? 4 : 3, num_g = s.fixed_layout ? 1 : 2;
           for (int rc = 0; rc < num_rc; ++rc) {
             c.recompute = s.fixed_layout ? Candidate::kKeep : static_cast<std::uint8_t>(rc);

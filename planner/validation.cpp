@@ -24,7 +24,6 @@ std::vector<Rule> build_rules() {
   rules::add_hybridep_rules(r);
   rules::add_te_rules(r);
   rules::add_runtime_rules(r);
-  rules::add_full_iteration_runtime_rule(r);
   return r;
 }
 
