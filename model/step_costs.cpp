@@ -40,6 +40,23 @@ static KernelCount kernels_of(const OpCost& op) {
   return k;
 }
 
+/// Host share of a dispatch or combine op against a module's: the alltoall and allgather
+/// dispatchers run their permutation, the collective and the chunk sort (and alltoall's token-count
+/// synchronisation) from Python, a flex backend (DeepEP, HybridEP) one fused call after its
+/// preprocessing. 0.25 for flex is what Megatron-Bridge's public EP-overlap study on 16 H100
+/// (Qwen3-30B-A3B, HybridEP, BF16) implies: its step without and with EP overlap (24.71 / 20.99 s)
+/// and its Nsight capture (GPU idle 1.9 s of the step without overlap) with the per-op host time
+/// of that cluster; 0.5 leaves the overlapped step host-bound at 25.0 s.
+constexpr double kDispatcherHostShare = 0.5;
+constexpr double kFlexHostShare = 0.25;
+/// Transformer Engine's FP8 and MXFP8 linears run their quantizers' Python (scales, amax
+/// bookkeeping, the quantized tensors' wrappers) around every GEMM: a layer's compute ops take
+/// this much more host time than in BF16. From the same cluster's published Qwen3-30B-A3B FP8 rows
+/// (HybridEP, no CUDA graphs, 29.3 s a step) beside the BF16 study above (24.7 s with the router
+/// and preprocessing graphed): with the per-op host time and the flex share fixed there, the FP8
+/// steps need 1.27 x the compute ops' host time.
+constexpr double kFp8HostFactor = 1.27;
+
 /// Host time the framework spends on one layer op outside the kernels' own issue
 /// (HardwareProfile::framework_op_host_us), less what CUDA graphs replay instead: a full-iteration
 /// graph or local full-layer graphs all of it; TE's partial scopes their part (attention half of
@@ -67,10 +84,13 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
     case OpKind::dispatch:
     case OpKind::combine:
       if (te && moe && graphed(o, "moe")) left = 0.0;
-      left *= 0.5;  // the dispatcher's own bookkeeping, lighter than a module's
+      left *= o.dispatcher == Dispatcher::flex ? kFlexHostShare : kDispatcherHostShare;
       break;
     default: break;
   }
+  const bool compute_op = op.kind == OpKind::pre_dispatch || op.kind == OpKind::pre_dispatch_wgrad ||
+                          op.kind == OpKind::mlp || op.kind == OpKind::mlp_wgrad;
+  if (compute_op && o.precision == Precision::fp8) left *= kFp8HostFactor;
   // A delayed weight gradient (delay_wgrad_compute) is the module's backward_dw(): it runs the
   // weight-gradient GEMMs its TE linears stored, a few calls and no autograd graph.
   if (op.kind == OpKind::pre_dispatch_wgrad || op.kind == OpKind::mlp_wgrad) left *= 0.25;

@@ -189,6 +189,33 @@ TEST_CASE("CUDA graphs take the framework's host time off the graphed ops", "[co
   CHECK(predict(full, PredictMode::fast).step_time_us <= predict(eager, PredictMode::fast).step_time_us);
 }
 
+TEST_CASE("a flex dispatcher's calls and BF16 linears cost the host less", "[cost][host]") {
+  Config a2a = qwen(16, 1, 1, 16, 1);
+  a2a.hw.framework_op_host_us = 400;
+  a2a.opt.dispatcher = Dispatcher::alltoall;
+  Config flex = a2a;
+  flex.opt.dispatcher = Dispatcher::flex;
+  flex.opt.flex_backend = FlexBackend::hybridep;
+  auto host = [](const Config& c, OpKind k) {
+    return compute_step_costs(c).moe_layer.get(k, Direction::forward).host_ns;
+  };
+  // The framework's share of a combine: half a module's for alltoall (permutation, collective,
+  // chunk sort in Python), a quarter for one fused flex call; the kernels' own issue on top.
+  const auto issue = [&](const Config& c) {
+    Config bare = c;
+    bare.hw.framework_op_host_us = 0;
+    return host(bare, OpKind::combine);
+  };
+  CHECK(host(a2a, OpKind::combine) - issue(a2a) == 200000);
+  CHECK(host(flex, OpKind::combine) - issue(flex) == 100000);
+  // Transformer Engine's FP8 linears add their quantizers' host work to the compute ops only.
+  Config f8 = a2a;
+  f8.opt.precision = Precision::fp8;
+  CHECK(host(f8, OpKind::mlp) > host(a2a, OpKind::mlp));
+  CHECK(host(f8, OpKind::pre_dispatch) > host(a2a, OpKind::pre_dispatch));
+  CHECK(host(f8, OpKind::combine) == host(a2a, OpKind::combine));
+}
+
 TEST_CASE("MFU is taken against the dense BF16 peak and stays below 1", "[predict][mfu]") {
   Config f8 = qwen(8, 1, 1, 8, 1);
   f8.opt.precision = Precision::fp8;
