@@ -76,10 +76,12 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
       if (te && graphed(o, "attn")) left -= 0.5;
       if (te && moe && graphed(o, "moe_router")) left -= 0.25;
       if (te && moe && graphed(o, "moe_preprocess")) left -= 0.25;
+      if (o.precision == Precision::fp8) left *= kFp8HostFactor;
       break;
     case OpKind::mlp:
     case OpKind::mlp_wgrad:
       if (te && (moe ? graphed(o, "moe") : graphed(o, "mlp"))) left = 0.0;
+      if (o.precision == Precision::fp8) left *= kFp8HostFactor;
       break;
     case OpKind::dispatch:
     case OpKind::combine:
@@ -88,9 +90,6 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
       break;
     default: break;
   }
-  const bool compute_op = op.kind == OpKind::pre_dispatch || op.kind == OpKind::pre_dispatch_wgrad ||
-                          op.kind == OpKind::mlp || op.kind == OpKind::mlp_wgrad;
-  if (compute_op && o.precision == Precision::fp8) left *= kFp8HostFactor;
   // A delayed weight gradient (delay_wgrad_compute) is the module's backward_dw(): it runs the
   // weight-gradient GEMMs its TE linears stored, a few calls and no autograd graph.
   if (op.kind == OpKind::pre_dispatch_wgrad || op.kind == OpKind::mlp_wgrad) left *= 0.25;
