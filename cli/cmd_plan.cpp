@@ -188,6 +188,7 @@ int run_plan(PlanArgs& a) {
   spec.base.memory_headroom = a.memory_headroom_pct / 100.0;
   spec.ctx = build_context(a.ctx, a.cfg);
   spec.ctx.flex_backend_given = false;  // the search chooses the backend
+  planner::apply_emitted_defaults(spec.base, spec.ctx);
   // Megatron-LM arguments are checked by Megatron-LM's rules unless --frontend says otherwise.
   if (a.emit == "mlm" && !flag_given(a.cfg, "--frontend")) spec.ctx.frontend = planner::Frontend::mlm;
   spec.fixed_layout = !a.layout.empty();

@@ -190,6 +190,10 @@ const std::vector<Row>& table_rows() {
          s.c.opt.fp8_recipe = model::parse_megatron_fp8_recipe(v.text(), v.where());
        }},
       {"fp8_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
+      // The fused grouped MLP's interleaved gate/up weights: what Bridge's recipes set beside
+      // NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 and the TE op fuser.
+      {"moe_mlp_glu_interleave_size",
+       [](S& s, const V& v) { s.c.opt.fused_grouped_mlp = v.integer(0) > 0; }},
       {"cross_entropy_loss_fusion",
        [](S& s, const V& v) { s.c.opt.cross_entropy_fusion = v.boolean(); }},
       {"attention_backend",

@@ -57,6 +57,10 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& w) {
 Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& w) {
   return s == "custom" ? Fp8Recipe::tensorwise : parse_fp8_recipe(s, w);
 }
+bool bridge_preset_gathers_fp8_params(const std::string& p) {
+  return p.find("fp8") != std::string::npos && p.find("subchannel") == std::string::npos &&
+         p.find("blockwise") == std::string::npos;
+}
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& w) {
   return parse_enum<ParamsDtype>(s, w, kParamsDtypes);
 }

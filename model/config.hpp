@@ -213,6 +213,10 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where);
 /// as tensorwise.
 Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& where);
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
+/// Whether a Megatron-Bridge mixed-precision preset (mixed_precision.py) keeps the primary weights
+/// in FP8 (fp8_param_gather): its delayed-, current-scaling and MXFP8 presets do, the sub-channel
+/// (blockwise) ones and the BF16/FP16 ones do not.
+bool bridge_preset_gathers_fp8_params(const std::string& preset);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& where);

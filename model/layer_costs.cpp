@@ -224,9 +224,12 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // small weights on a GPU of their own on four streams, both filling the GPU like one GEMM
     // of all the rows; otherwise one GEMM per expert.
     const ExpertGemm path = detail::expert_gemm_path(b.cfg_, s);
-    // TE's fused grouped MLP (Blackwell): one persistent kernel per GEMM over all local experts at
-    // the dense rate, the activation (and its quantization) in fc1's epilogue.
+    // TE's fused grouped MLP: one persistent kernel per GEMM over all local experts at the dense
+    // rate, the activation (and its quantization) in fc1's epilogue. Megatron takes it only
+    // without expert tensor parallelism (experts.py, _is_fused_impl_supported), TE's CuTe DSL
+    // kernel only for MXFP8 on Blackwell; elsewhere the flag leaves the unfused path.
     const bool fused = o.fused_grouped_mlp && b.hw_.compute_capability_major >= 10 &&
+                       o.precision == Precision::fp8 && b.p_.etp == 1 &&
                        b.cfg_.virtual_ranks <= 0;
     auto expert_gemm = [&](const char* name, double n, double k) {
       Component c =

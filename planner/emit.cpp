@@ -67,6 +67,8 @@ std::vector<std::string> to_list(const std::string& v) {
 }
 std::string list_value(const std::vector<std::string>& v) { return "[" + join(v, ",") + "]"; }
 constexpr const char* kCommOverlapClass = "megatron.bridge.training.comm_overlap.CommOverlapConfig";
+/// moe_mlp_glu_interleave_size of Bridge's recipes with the fused grouped MLP.
+constexpr int kGluInterleave = 32;
 /// Reads a Bridge mixed-precision preset name (mixed_precision.py) into the precision fields.
 void apply_mixed_precision(model::Options& o, const std::string& v, const std::string& w) {
   using model::ParamsDtype;
@@ -83,6 +85,7 @@ void apply_mixed_precision(model::Options& o, const std::string& v, const std::s
                     "bf16_with_fp8_*_mixed, fp16_with_fp8_*_mixed, *_with_mxfp8_mixed)");
   o.params_dtype = fp16 ? ParamsDtype::fp16 : ParamsDtype::bf16;
   o.precision = fp8 ? Precision::fp8 : Precision::bf16;
+  o.fp8_param_gather = model::bridge_preset_gathers_fp8_params(v);
 }
 
 }  // namespace
@@ -93,6 +96,15 @@ int recommended_cuda_device_max_connections(const Config& c) {
   if (c.opt.overlap_moe_expert_parallel_comm) return 32;
   if ((c.par.tp > 1 || c.par.cp > 1) && c.hw.compute_capability_major < 10) return 1;
   return 32;
+}
+
+void apply_emitted_defaults(Config& c, const ValidationContext& ctx) {
+  auto& o = c.opt;
+  if (o.precision != model::Precision::fp8) return;
+  if (o.distributed_optimizer && o.fp8_recipe != model::Fp8Recipe::blockwise) o.fp8_param_gather = true;
+  if (c.hw.compute_capability_major >= 10 && is_main(ctx) && c.model.num_experts > 0 &&
+      c.model.gated_linear_unit)
+    o.fused_grouped_mlp = true;
 }
 
 SmKnobs sm_knobs(const Config& c, const ValidationContext& ctx) {
@@ -200,11 +212,13 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "model.hidden_dropout=" << o.hidden_dropout << "\n";
   os << "mixed_precision=" << bridge_mixed_precision(c) << "\n";
   if (o.capacity_factor > 0) os << "model.moe_expert_capacity_factor=" << o.capacity_factor << "\n";
-  if (o.rank_capacity_factor > 0) {
+  if (o.rank_capacity_factor > 0)
     os << "model.moe_expert_rank_capacity_factor=" << o.rank_capacity_factor << "\n";
-    // Megatron-Core asks for TE's op fuser with a HybridEP rank capacity (l.1874-1883).
+  // Megatron-Core asks for TE's op fuser with a HybridEP rank capacity (l.1874-1883); the fused
+  // grouped MLP takes it too, with the interleaved gate/up weights of Bridge's recipes.
+  if (o.rank_capacity_factor > 0 || o.fused_grouped_mlp)
     os << "model.use_transformer_engine_op_fuser=true\n";
-  }
+  if (o.fused_grouped_mlp) os << "model.moe_mlp_glu_interleave_size=" << kGluInterleave << "\n";
   if (o.paged_stash) os << "model.moe_paged_stash=true\n";
   if (o.high_priority_a2a_comm_stream) os << "model.high_priority_a2a_comm_stream=true\n";
   os << "model.gradient_accumulation_fusion=" << b(o.gradient_accumulation_fusion) << "\n";
@@ -296,6 +310,8 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
       o.rank_capacity_factor = v == "null" ? 0.0 : to_double(v, w);
     else if (k == "model.moe_paged_stash") o.paged_stash = to_bool(v, w);
     else if (k == "model.use_transformer_engine_op_fuser") (void)to_bool(v, w);
+    else if (k == "model.moe_mlp_glu_interleave_size")
+      o.fused_grouped_mlp = v != "null" && to_int(v, w) > 0;
     else if (k == "model.moe_expert_capacity_factor")
       o.capacity_factor = v == "null" ? 0.0 : to_double(v, w);
     else if (k == "model.high_priority_a2a_comm_stream") o.high_priority_a2a_comm_stream = to_bool(v, w);
@@ -334,6 +350,7 @@ std::string emit_env(const Config& c, const ValidationContext& ctx) {
     os << "export NVLINK_DOMAIN_SIZE=" << c.hw.nvlink_domain_size << "\n";
     os << "export USE_MNNVL=" << (c.hw.nvlink_domain_size > 8 ? 1 : 0) << "\n";
   }
+  if (o.fused_grouped_mlp) os << "export NVTE_CUTEDSL_FUSED_GROUPED_MLP=1\n";
   if (o.dispatcher == Dispatcher::flex && o.flex_backend == FlexBackend::deepep &&
       c.ep_num_domains() > 1)
     os << "export NVSHMEM_IB_ENABLE_IBGDA=1\n";

@@ -37,6 +37,12 @@ model::Config apply_env(model::Config base, const std::string& text);
 /// own hardware queue), 1 where Megatron-LM demands it (TP/CP > 1 without overlap before
 /// Blackwell), else 32.
 int recommended_cuda_device_max_connections(const model::Config& cfg);
+/// What the emitted settings switch on beside what a search varies, set on the plan's base so that
+/// the plan is predicted as it will run: FP8 primary weights (fp8_param_gather: Bridge's MXFP8 and
+/// current-scaling presets set it, the Megatron-LM arguments say --fp8-param-gather; it needs the
+/// distributed optimizer), and on Blackwell in FP8 with Megatron main TE's CuTe DSL fused grouped
+/// MLP for SwiGLU experts (Bridge's MXFP8 recipes from 26.06 on).
+void apply_emitted_defaults(model::Config& cfg, const ValidationContext& ctx);
 /// The flex SM counts as a Megatron-Core version takes them: the unified knob (main only) and
 /// the per-backend ones (the only ones before main); 0 = not set.
 struct SmKnobs {

@@ -105,6 +105,7 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
     const bool mx = c.hw.compute_capability_major >= 10;
     kv("--fp8-format", mx ? "e4m3" : "hybrid");
     kv("--fp8-recipe", mx ? "mxfp8" : "tensorwise");
+    if (o.fp8_param_gather) a.push_back("--fp8-param-gather");
   }
   {
     std::ostringstream d;
@@ -124,8 +125,12 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
     std::ostringstream rc;
     rc << o.rank_capacity_factor;
     kv("--moe-expert-rank-capacity-factor", rc.str());
-    a.push_back("--use-transformer-engine-op-fuser");  // asked for with it (l.1874-1883)
   }
+  // TE's op fuser: asked for with a rank capacity (l.1874-1883) and taken by the fused grouped
+  // MLP, whose interleaved gate/up weights Bridge's recipes set beside it.
+  if (o.rank_capacity_factor > 0 || o.fused_grouped_mlp)
+    a.push_back("--use-transformer-engine-op-fuser");
+  if (o.fused_grouped_mlp) kv("--moe-mlp-glu-interleave-size", "32");
   if (o.paged_stash) a.push_back("--moe-paged-stash");
   // Megatron-LM's linear layers carry a bias unless told otherwise; the checks epo ran assumed
   // the context's (none by default).
@@ -226,6 +231,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--fp16") o.params_dtype = model::ParamsDtype::fp16;
     else if (f == "--fp8-format") { value(); o.precision = model::Precision::fp8; }
     else if (f == "--fp8-recipe") value();
+    else if (f == "--fp8-param-gather") o.fp8_param_gather = true;
+    else if (f == "--moe-mlp-glu-interleave-size") o.fused_grouped_mlp = to_int(value(), where) > 0;
     else if (f == "--attention-dropout") o.attention_dropout = std::stod(value());
     else if (f == "--hidden-dropout") o.hidden_dropout = std::stod(value());
     else if (f == "--pipeline-model-parallel-layout") {

@@ -81,6 +81,13 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
                   b.hw.hbm_bytes * (1.0 - b.memory_headroom) / (1024.0 * 1024 * 1024));
     os << line;
   }
+  if (b.opt.precision == model::Precision::fp8)
+    os << "FP8 as the emitted settings run it: primary weights in FP8 "
+       << (b.opt.fp8_param_gather ? "(fp8_param_gather)" : "not gathered (no distributed optimizer)")
+       << (b.opt.fused_grouped_mlp
+               ? ", TE's fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, op fuser)"
+               : "")
+       << "\n";
   long long rejected = 0;
   for (const auto& kv : r.rejected) rejected += kv.second;
   std::snprintf(line, sizeof line,

@@ -43,6 +43,7 @@ model::Config sample_config(const std::string& name, int variant) {
     o.cuda_graph_impl = model::CudaGraphImpl::transformer_engine;
     o.cuda_graph_modules = {"attn", "moe_router"};
     o.precision = model::Precision::fp8;
+    o.fp8_param_gather = true;  // what Bridge's FP8 presets set
   } else if (variant == 1) {
     p.tp = 2;
     p.etp = 1;

@@ -42,6 +42,7 @@ std::vector<Config> sample_configs() {
   a.opt.cuda_graph_impl = model::CudaGraphImpl::transformer_engine;
   a.opt.cuda_graph_modules = {"attn", "moe_router", "moe_preprocess"};
   a.opt.precision = model::Precision::fp8;
+  a.opt.fp8_param_gather = true;  // what Bridge's FP8 presets set
   a.opt.capacity_factor = 1.5;
   a.opt.high_priority_a2a_comm_stream = true;
   a.opt.gradient_accumulation_fusion = false;

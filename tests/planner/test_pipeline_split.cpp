@@ -20,10 +20,14 @@ model::Config deepseek(int gpus, int tp, int pp, int vpp, int ep) {
 }  // namespace
 
 TEST_CASE("balanced layouts: DeepSeek-V3's 61 layers and MTP over 8 x 4 stages as Bridge writes them") {
-  // 62 slots over 32 stages: 2 each, the last (MTP + loss) and the first (embedding) one fewer.
+  // 63 slots (the loss takes one) over 32 stages: 2 each; the last holds MTP and the loss at its
+  // minimum, so the first (embedding) gives up the missing slot.
   CHECK(planner::balanced_pipeline_layout(61, 1, 8, 4) == "Et|(tt|)*30mL");
-  // 61 slots over 8 stages: 8 each, 3 missing, taken from the last, the first, the second to last.
-  CHECK(planner::balanced_pipeline_layout(61, 0, 8, 1) == "Ettttttt|(tttttttt|)*5ttttttt|tttttttL");
+  // Bridge's GB200 and B200 layouts: over 16 stages the last gives it up (t, MTP, loss).
+  CHECK(planner::balanced_pipeline_layout(61, 1, 4, 4) == "Etttt|(tttt|)*14tmL");
+  CHECK(planner::balanced_pipeline_layout(61, 1, 8, 1) == "Etttttttt|(tttttttt|)*6tttttmL");
+  // 62 slots over 8 stages: 8 each, 2 missing, taken from the last, then the first.
+  CHECK(planner::balanced_pipeline_layout(61, 0, 8, 1) == "Ettttttt|(tttttttt|)*6ttttttL");
   CHECK(planner::balanced_pipeline_layout(3, 0, 4, 1).empty());   // under 2 slots per stage
   CHECK(planner::balanced_pipeline_layout(10, 0, 1, 1).empty());  // one stage: nothing to place
   for (int pp : {2, 4, 8, 16}) {
@@ -34,10 +38,12 @@ TEST_CASE("balanced layouts: DeepSeek-V3's 61 layers and MTP over 8 x 4 stages a
       c.par.pipeline_layout = layout;
       const model::PipelinePlacement placed = model::pipeline_placement(c);  // Megatron's checks
       int layers = 0, lo = 1 << 30, hi = 0;
-      for (const auto& s : placed.stages) {
+      for (std::size_t i = 0; i < placed.stages.size(); ++i) {
+        const auto& s = placed.stages[i];
+        const int slots = s.num_layers + s.mtp_layers + (i + 1 == placed.stages.size() ? 1 : 0);
         layers += s.num_layers;
-        lo = std::min(lo, s.num_layers + s.mtp_layers);
-        hi = std::max(hi, s.num_layers + s.mtp_layers);
+        lo = std::min(lo, slots);
+        hi = std::max(hi, slots);
       }
       CHECK(layers == 61);
       CHECK(hi - lo <= 1);  // as even as the slots allow
@@ -64,8 +70,8 @@ TEST_CASE("the schedule places layers as the layout says") {
   model::Config c = deepseek(1024, 2, 8, 1, 64);
   c.par.pipeline_layout = planner::balanced_pipeline_layout(61, 1, 8, 1);
   const auto balanced = model::virtual_stage_layers(c);
-  CHECK(balanced.front() == 7);  // 62 slots: the first and last stages one fewer
-  CHECK(balanced.back() == 6);   // and the last holds the MTP layer
+  CHECK(balanced.front() == 8);  // 63 slots: 8 a stage, the last one fewer
+  CHECK(balanced.back() == 5);   // and it holds the MTP layer and the loss
   const model::Prediction even = model::predict(c, model::PredictMode::fast);
   // The same layers with rank 0 holding 12 and rank 7 only the MTP layer and the loss: the
   // pipeline waits on rank 0, so the step is longer.
