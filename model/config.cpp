@@ -57,6 +57,11 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& w) {
 Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& w) {
   return s == "custom" ? Fp8Recipe::tensorwise : parse_fp8_recipe(s, w);
 }
+bool fused_grouped_mlp_runs(const Config& c) {
+  return c.opt.fused_grouped_mlp && c.hw.compute_capability_major >= 10 &&
+         c.opt.precision == Precision::fp8 && c.par.etp == 1 && c.model.num_experts > 0 &&
+         c.model.gated_linear_unit;
+}
 bool bridge_preset_gathers_fp8_params(const std::string& p) {
   return p.find("fp8") != std::string::npos && p.find("subchannel") == std::string::npos &&
          p.find("blockwise") == std::string::npos;

@@ -213,6 +213,10 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where);
 /// as tensorwise.
 Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& where);
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
+/// Whether TE's CuTe DSL fused grouped MLP runs (fused_grouped_mlp asked for): Megatron takes the
+/// fused experts only without expert tensor parallelism and with SwiGLU (experts.py,
+/// _is_fused_impl_supported), TE's kernel only for MXFP8 on Blackwell; elsewhere the unfused path.
+bool fused_grouped_mlp_runs(const Config& cfg);
 /// Whether a Megatron-Bridge mixed-precision preset (mixed_precision.py) keeps the primary weights
 /// in FP8 (fp8_param_gather): its delayed-, current-scaling and MXFP8 presets do, the sub-channel
 /// (blockwise) ones and the BF16/FP16 ones do not.

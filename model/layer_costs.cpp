@@ -225,12 +225,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // of all the rows; otherwise one GEMM per expert.
     const ExpertGemm path = detail::expert_gemm_path(b.cfg_, s);
     // TE's fused grouped MLP: one persistent kernel per GEMM over all local experts at the dense
-    // rate, the activation (and its quantization) in fc1's epilogue. Megatron takes it only
-    // without expert tensor parallelism (experts.py, _is_fused_impl_supported), TE's CuTe DSL
-    // kernel only for MXFP8 on Blackwell; elsewhere the flag leaves the unfused path.
-    const bool fused = o.fused_grouped_mlp && b.hw_.compute_capability_major >= 10 &&
-                       o.precision == Precision::fp8 && b.p_.etp == 1 &&
-                       b.cfg_.virtual_ranks <= 0;
+    // rate, the activation (and its quantization) in fc1's epilogue.
+    const bool fused = fused_grouped_mlp_runs(b.cfg_) && b.cfg_.virtual_ranks <= 0;
     auto expert_gemm = [&](const char* name, double n, double k) {
       Component c =
           fused ? b.filled_gemm(name, me, n, k, E_l, 1, 1.0, b.hw_.grouped_call_cost_us())

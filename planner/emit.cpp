@@ -216,9 +216,9 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
     os << "model.moe_expert_rank_capacity_factor=" << o.rank_capacity_factor << "\n";
   // Megatron-Core asks for TE's op fuser with a HybridEP rank capacity (l.1874-1883); the fused
   // grouped MLP takes it too, with the interleaved gate/up weights of Bridge's recipes.
-  if (o.rank_capacity_factor > 0 || o.fused_grouped_mlp)
-    os << "model.use_transformer_engine_op_fuser=true\n";
-  if (o.fused_grouped_mlp) os << "model.moe_mlp_glu_interleave_size=" << kGluInterleave << "\n";
+  const bool fused = model::fused_grouped_mlp_runs(c);
+  if (o.rank_capacity_factor > 0 || fused) os << "model.use_transformer_engine_op_fuser=true\n";
+  if (fused) os << "model.moe_mlp_glu_interleave_size=" << kGluInterleave << "\n";
   if (o.paged_stash) os << "model.moe_paged_stash=true\n";
   if (o.high_priority_a2a_comm_stream) os << "model.high_priority_a2a_comm_stream=true\n";
   os << "model.gradient_accumulation_fusion=" << b(o.gradient_accumulation_fusion) << "\n";
@@ -350,7 +350,7 @@ std::string emit_env(const Config& c, const ValidationContext& ctx) {
     os << "export NVLINK_DOMAIN_SIZE=" << c.hw.nvlink_domain_size << "\n";
     os << "export USE_MNNVL=" << (c.hw.nvlink_domain_size > 8 ? 1 : 0) << "\n";
   }
-  if (o.fused_grouped_mlp) os << "export NVTE_CUTEDSL_FUSED_GROUPED_MLP=1\n";
+  if (model::fused_grouped_mlp_runs(c)) os << "export NVTE_CUTEDSL_FUSED_GROUPED_MLP=1\n";
   if (o.dispatcher == Dispatcher::flex && o.flex_backend == FlexBackend::deepep &&
       c.ep_num_domains() > 1)
     os << "export NVSHMEM_IB_ENABLE_IBGDA=1\n";

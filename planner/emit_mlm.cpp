@@ -128,9 +128,9 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   }
   // TE's op fuser: asked for with a rank capacity (l.1874-1883) and taken by the fused grouped
   // MLP, whose interleaved gate/up weights Bridge's recipes set beside it.
-  if (o.rank_capacity_factor > 0 || o.fused_grouped_mlp)
-    a.push_back("--use-transformer-engine-op-fuser");
-  if (o.fused_grouped_mlp) kv("--moe-mlp-glu-interleave-size", "32");
+  const bool fused = model::fused_grouped_mlp_runs(c);
+  if (o.rank_capacity_factor > 0 || fused) a.push_back("--use-transformer-engine-op-fuser");
+  if (fused) kv("--moe-mlp-glu-interleave-size", "32");
   if (o.paged_stash) a.push_back("--moe-paged-stash");
   // Megatron-LM's linear layers carry a bias unless told otherwise; the checks epo ran assumed
   // the context's (none by default).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "model/prediction.hpp"
 #include "planner/emit.hpp"
 #include "planner_test_util.hpp"
 
@@ -98,4 +99,42 @@ TEST_CASE("Megatron-LM output follows the version's CUDA-graph flags") {
   x.megatron = MegatronVersion::main;
   CHECK(has(emit_mlm(c, x), "--cuda-graph-impl transformer_engine"));
   CHECK(has(emit_mlm(c, x), "--cuda-graph-modules attn"));
+}
+
+TEST_CASE("a plan in FP8 is predicted and emitted as Bridge's presets run it") {
+  ValidationContext x;  // Megatron main
+  Config c = test::make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512);
+  c.opt.precision = model::Precision::fp8;
+  const model::Prediction unfused = model::predict(c, model::PredictMode::fast);
+  apply_emitted_defaults(c, x);
+  CHECK(c.opt.fp8_param_gather);   // bf16_with_mxfp8_mixed keeps the primary weights in FP8
+  CHECK(c.opt.fused_grouped_mlp);  // Blackwell MXFP8, SwiGLU experts, ETP 1
+  const model::Prediction fused = model::predict(c, model::PredictMode::fast);
+  CHECK(fused.step_time_us < unfused.step_time_us);
+  CHECK(fused.memory.total_bytes < unfused.memory.total_bytes);  // no bf16 copy of the GEMM weights
+  const std::string s = emit_bridge(c, x);
+  CHECK(value_of(s, "model.use_transformer_engine_op_fuser") == "true");
+  CHECK(value_of(s, "model.moe_mlp_glu_interleave_size") == "32");
+  CHECK(has(emit_env(c, x), "export NVTE_CUTEDSL_FUSED_GROUPED_MLP=1"));
+  const Config back = apply_bridge_overrides(test::make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512), s);
+  CHECK(back.opt.fused_grouped_mlp);
+  CHECK(back.opt.fp8_param_gather);
+  // With expert tensor parallelism Megatron keeps the unfused experts: nothing fused is emitted,
+  // and the prediction is the unfused one.
+  Config e = test::make_config("qwen3-30b-a3b", "gb200", 8, 2, 1, 1, 4, 512);
+  e.par.etp = 2;
+  e.derive_and_check();
+  e.opt.precision = model::Precision::fp8;
+  apply_emitted_defaults(e, x);
+  CHECK_FALSE(model::fused_grouped_mlp_runs(e));
+  CHECK_FALSE(has(emit_bridge(e, x), "use_transformer_engine_op_fuser"));
+  CHECK_FALSE(has(emit_env(e, x), "NVTE_CUTEDSL_FUSED_GROUPED_MLP"));
+  // Hopper runs no fused grouped MLP; BF16 plans keep bf16 weights.
+  Config h = test::make_config("qwen3-30b-a3b", "h100-sxm", 16, 1, 1, 1, 16, 512);
+  apply_emitted_defaults(h, x);
+  CHECK_FALSE(h.opt.fp8_param_gather);
+  h.opt.precision = model::Precision::fp8;
+  apply_emitted_defaults(h, x);
+  CHECK(h.opt.fp8_param_gather);
+  CHECK_FALSE(h.opt.fused_grouped_mlp);
 }
