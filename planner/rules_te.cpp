@@ -13,6 +13,17 @@ void add_te_rules(std::vector<Rule>& out) {
                    ver(x.te));
       },
       "upgrade Transformer Engine (--te 2.3; 2.8 with overlap_grad_reduce), or drop --delay-wgrad");
+  add(out, "TE-FUSED-GROUPED-MLP-UNFUSED", kWarning,
+      "Megatron-LM megatron/core/transformer/moe/experts.py:395-454 (_is_fused_impl_supported)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!c.opt.fused_grouped_mlp || model::fused_grouped_mlp_runs(c)) return "";
+        return cat("TE's fused grouped MLP is asked for but the experts run unfused here: it needs "
+                   "MXFP8 on Blackwell (compute capability 10+; this GPU ",
+                   c.hw.compute_capability_major, ", precision ", model::to_string(c.opt.precision),
+                   "), SwiGLU experts and ETP 1 (ETP ", c.par.etp, "); predicted unfused");
+      },
+      "drop --fused-grouped-mlp, or run MXFP8 (--precision fp8) on Blackwell with ETP 1");
 }
 
 }  // namespace epo::planner::rules

@@ -191,6 +191,8 @@ void apply_candidate(Config& cfg, const Candidate& c) {
     o.cuda_graph_modules.clear();
   }
   o.cuda_device_max_connections = recommended_cuda_device_max_connections(cfg);
+  // The fused grouped MLP stays asked for only where it runs (ETP 1): a candidate says what it runs.
+  if (o.fused_grouped_mlp && !model::fused_grouped_mlp_runs(cfg)) o.fused_grouped_mlp = false;
 }
 
 Config candidate_config(const Config& base, const Candidate& c) {

@@ -118,6 +118,13 @@ std::vector<RuleCase> backend_rule_cases() {
        [](Config&, ValidationContext& x) {
          x.te = {2, 3};
        }},
+      {"TE-FUSED-GROUPED-MLP-UNFUSED",
+       [](Config& c, ValidationContext&) { c.opt.fused_grouped_mlp = true; },  // Hopper, BF16
+       [](Config& c, ValidationContext&) {
+         c = make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512);
+         c.opt.precision = model::Precision::fp8;
+         c.opt.fused_grouped_mlp = true;
+       }},
       {"RUNTIME-FLEX-TPXEP",
        [](Config& c, ValidationContext&) {
          no_overlap(c);
