@@ -175,6 +175,18 @@ TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[
   const PublishedRow f =
       mapped({{"model.cuda_graph_impl", "full_iteration"}, {"model.moe_paged_stash", true}}, true);
   CHECK_FALSE(f.config->opt.overlap_moe_expert_parallel_comm);
+  // The dispatcher the pinned recipe assigns wins over the row's label (Bridge 0.3.1 sets a flex
+  // backend beside moe_token_dispatcher_type = "alltoall"; Megatron then runs alltoall).
+  const PublishedRow d = mapped({{"model.moe_flex_dispatcher_backend", "deepep"},
+                                 {"model.moe_token_dispatcher_type", "alltoall"}});
+  REQUIRE(d.config);
+  CHECK(d.config->opt.dispatcher == model::Dispatcher::alltoall);
+  CHECK(d.assumptions.back().find("pinned recipe") != std::string::npos);
+  const PublishedRow same = mapped({{"model.moe_flex_dispatcher_backend", "hybridep"},
+                                    {"model.moe_token_dispatcher_type", "flex"}});
+  CHECK(same.config->opt.dispatcher == model::Dispatcher::flex);
+  CHECK(same.config->opt.flex_backend == model::FlexBackend::hybridep);
+  CHECK(same.assumptions.empty());
 }
 
 TEST_CASE("repeated A/B pairs are merged: median change, spread, and a verdict on each",
