@@ -8,7 +8,8 @@ the host, and times a training step (forward, backward) at two layer counts: the
 layer is the host time of one MoE layer's forward and backward. A second, GPU-bound size checks
 that the same model is then limited by the device. With --recompute, the host-bound 8-expert case
 runs again with each selective recompute module: what the recomputed forward's rerun inside the
-backward adds to the host time per layer. With --structure, the host-bound layer is timed in four
+backward adds to the host time per layer (--recompute-ab: each module beside the same layer
+without it, alternated --repeats times, in GQA and MLA forms). With --structure, the host-bound layer is timed in four
 forms instead — grouped-query or multi-latent attention (MLA, as DeepSeek-V3 and Moonlight), with
 or without a shared expert — alternating them --repeats times, so that the ratio of their host
 times says how much a layer's makeup adds, independent of the run-to-run spread.
@@ -121,6 +122,9 @@ def main():
                     help="selective recompute modules timed on the host-bound 8-expert case")
     ap.add_argument("--structure", action="store_true",
                     help="time GQA / MLA attention with and without a shared expert instead")
+    ap.add_argument("--recompute-ab", action="store_true",
+                    help="time the host-bound layer without and with each selective recompute "
+                         "module (GQA and MLA forms), alternating them --repeats times")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -149,6 +153,13 @@ def main():
                  ("MLA + shared expert", True, 256)]
         cases = [(f"host-bound, 8 experts, {f} (run {r + 1})", 256, 8, 256, None, mla, shared)
                  for r in range(args.repeats) for f, mla, shared in forms]
+    if args.recompute_ab:  # ratios within one run of alternating forms beat the run-to-run spread
+        args.structure = True  # the SDPA core attention (MLA needs it)
+        forms = [("GQA", None, False), ("GQA", "core_attn", False), ("GQA", "moe_act", False),
+                 ("GQA", "layernorm", False), ("MLA", None, True), ("MLA", "mla_up_proj", True),
+                 ("MLA", "core_attn", True)]
+        cases = [(f"host-bound, 8 experts, {f}, recompute {m or 'none'} (run {r + 1})", 256, 8,
+                  256, m, mla, 0) for r in range(args.repeats) for f, m, mla in forms]
     for name, hidden, experts, ffn, recompute, mla, shared in cases:
         res = {}
         try:
