@@ -109,6 +109,40 @@ def time_steps(args, model):
     return statistics.median(steps), statistics.median(issues)
 
 
+def recompute_ab(args, out):
+    """Each selective recompute module beside the same host-bound layer without it: one model per
+    form (the larger layer count), their steps interleaved (form after form, --iters rounds) so that
+    drift of the host's speed falls on all alike; the difference of the forms' median issue times
+    per layer is what the module's checkpoint adds."""
+    import torch
+    from megatron.core.transformer.moe.moe_logging import destroy_moe_metrics_tracker
+    args.structure = True  # the SDPA core attention in every form (MLA needs it)
+    layers = args.layers[1]
+    forms = [("GQA", None, False), ("GQA", "core_attn", False), ("MLA", None, True),
+             ("MLA", "mla_up_proj", True), ("MLA", "core_attn", True)]
+    models, issues = {}, {}
+    for f, m, mla in forms:
+        destroy_moe_metrics_tracker()
+        models[(f, m)] = build(args, layers, 256, 8, 256, m, mla, 0)
+        issues[(f, m)] = []
+    one = argparse.Namespace(**vars(args))
+    one.warmup, one.iters = 0, 1
+    for r in range(args.warmup + args.iters):
+        for key, model in models.items():
+            issue = time_steps(one, model)[1]
+            if r >= args.warmup:
+                issues[key].append(issue)
+    base = {f: statistics.median(issues[(f, None)]) for f, _, _ in forms}
+    for f, m, _ in forms:
+        med = statistics.median(issues[(f, m)])
+        case = {"case": f"host-bound, 8 experts, {f}, recompute {m or 'none'}", "layers": layers,
+                "issue_us_median": med, "rounds": args.iters,
+                "added_per_layer_us": (med - base[f]) / layers}
+        out["cases"].append(case)
+        print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in case.items()}),
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, nargs=2, default=[2, 6])
@@ -153,13 +187,9 @@ def main():
                  ("MLA + shared expert", True, 256)]
         cases = [(f"host-bound, 8 experts, {f} (run {r + 1})", 256, 8, 256, None, mla, shared)
                  for r in range(args.repeats) for f, mla, shared in forms]
-    if args.recompute_ab:  # ratios within one run of alternating forms beat the run-to-run spread
-        args.structure = True  # the SDPA core attention (MLA needs it)
-        forms = [("GQA", None, False), ("GQA", "core_attn", False), ("GQA", "moe_act", False),
-                 ("GQA", "layernorm", False), ("MLA", None, True), ("MLA", "mla_up_proj", True),
-                 ("MLA", "core_attn", True)]
-        cases = [(f"host-bound, 8 experts, {f}, recompute {m or 'none'} (run {r + 1})", 256, 8,
-                  256, m, mla, 0) for r in range(args.repeats) for f, m, mla in forms]
+    if args.recompute_ab:
+        recompute_ab(args, out)
+        cases = []
     for name, hidden, experts, ffn, recompute, mla, shared in cases:
         res = {}
         try:

@@ -56,6 +56,29 @@ constexpr double kFlexHostShare = 0.25;
 /// and preprocessing graphed): with the per-op host time and the flex share fixed there, the FP8
 /// steps need 1.27 x the compute ops' host time.
 constexpr double kFp8HostFactor = 1.27;
+/// Host time of one checkpointed region (its set-up and autograd rerun, beyond the rerun module's
+/// own Python), as a share of a layer op's framework host time: measured with Megatron-Core's own
+/// layer by bench/megatron_host_oracle.py --recompute-ab (see docs/measurements.md).
+constexpr double kCheckpointRegionHostShare = 0.35;
+
+/// Checkpointed regions a layer's backward op reruns: Megatron wraps each selectively recomputed
+/// module in its own checkpoint (layernorm: the input and the pre-MLP norms; full recompute: the
+/// layer), whose set-up, saved-input bookkeeping and rerun under autograd cost host time of their
+/// own beside the rerun module's Python.
+static int checkpoint_regions(const Config& cfg, OpKind kind, bool moe) {
+  const Options& o = cfg.opt;
+  if (o.recompute_granularity == RecomputeGranularity::full)
+    return kind == OpKind::pre_dispatch ? 1 : 0;
+  int n = 0;
+  if (kind == OpKind::pre_dispatch) {
+    n += o.recomputes("core_attn") + 2 * o.recomputes("layernorm");
+    n += cfg.model.attention == AttentionKind::mla && o.recomputes("mla_up_proj");
+    n += moe && cfg.model.shared_expert_ffn_hidden_size > 0 && o.recomputes("shared_experts");
+  } else if (kind == OpKind::mlp) {
+    n += moe ? (o.recomputes("moe") || o.recomputes("moe_act")) : o.recomputes("mlp");
+  }
+  return n;
+}
 
 /// Host time the framework spends on one layer op outside the kernels' own issue
 /// (HardwareProfile::framework_op_host_us), less what CUDA graphs replay instead: a full-iteration
@@ -95,7 +118,8 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
   if (op.kind == OpKind::pre_dispatch_wgrad || op.kind == OpKind::mlp_wgrad) left *= 0.25;
   // A recomputed forward runs its modules' Python again inside the backward: the forward op's
   // host time in the share of its kernels that are recomputed (`rerun`).
-  return unit * std::max(0.0, left) * (1.0 + rerun);
+  const int regions = op.dir == Direction::backward ? checkpoint_regions(cfg, op.kind, moe) : 0;
+  return unit * std::max(0.0, left) * (1.0 + rerun + kCheckpointRegionHostShare * regions);
 }
 
 int flex_comm_sms(const Config& cfg) {

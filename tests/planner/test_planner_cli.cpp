@@ -138,10 +138,10 @@ TEST_CASE("epo plan: --layout fixes the layout; an infeasible space exits 3 with
 }
 
 TEST_CASE("epo plan keeps --memory-headroom of the GPU free") {
-  // The default space: its fastest plan without headroom fills the H100 beyond 95 %.
+  // The default model on 32 H100: its fastest plan without headroom fills the GPU beyond 95 %.
   auto top_memory = [](const std::string& extra) {
     const std::string json = tmp_path("headroom.json");
-    const Run r = run_epo("plan --top 1 --emit json --out " + json + " " + extra);
+    const Run r = run_epo("plan --gpus 32 --top 1 --emit json --out " + json + " " + extra);
     REQUIRE(r.code == 0);
     const auto j = epo::model::read_json_file(json);
     std::remove(json.c_str());
