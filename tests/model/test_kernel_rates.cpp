@@ -100,7 +100,8 @@ TEST_CASE("the framework's per-step host time is serial with the step", "[predic
   CHECK(b.tokens_per_s_per_gpu < a.tokens_per_s_per_gpu);
 }
 
-TEST_CASE("a delayed weight gradient costs the host a quarter of a module's op", "[cost][host]") {
+TEST_CASE("a delayed weight gradient's op takes a quarter of a module's op from its backward",
+          "[cost][host]") {
   Config c = qwen(4096);
   c.opt.overlap_moe_expert_parallel_comm = true;
   c.opt.delay_wgrad_compute = true;
@@ -112,7 +113,7 @@ TEST_CASE("a delayed weight gradient costs the host a quarter of a module's op",
   auto added_us = [&](OpKind k, Direction d) {
     return (with.moe_layer.get(k, d).host_ns - none.moe_layer.get(k, d).host_ns) / 1000.0;
   };
-  CHECK(added_us(OpKind::mlp, Direction::backward) == Approx(800).margin(1));
+  CHECK(added_us(OpKind::mlp, Direction::backward) == Approx(600).margin(1));
   CHECK(added_us(OpKind::mlp_wgrad, Direction::wgrad) == Approx(200).margin(1));
   CHECK(added_us(OpKind::pre_dispatch_wgrad, Direction::wgrad) == Approx(200).margin(1));
   CHECK(added_us(OpKind::dispatch, Direction::forward) == Approx(400).margin(1));
