@@ -9,7 +9,8 @@ layer is the host time of one MoE layer's forward and backward. A second, GPU-bo
 that the same model is then limited by the device. With --recompute, the host-bound 8-expert case
 runs again with each selective recompute module: what the recomputed forward's rerun inside the
 backward adds to the host time per layer (--recompute-ab: each module beside the same layer
-without it, alternated --repeats times, in GQA and MLA forms). With --structure, the host-bound layer is timed in four
+without it, their steps interleaved, in GQA and MLA forms; --gc: what a full garbage collection
+costs a process holding such a model). With --structure, the host-bound layer is timed in four
 forms instead — grouped-query or multi-latent attention (MLA, as DeepSeek-V3 and Moonlight), with
 or without a shared expert — alternating them --repeats times, so that the ratio of their host
 times says how much a layer's makeup adds, independent of the run-to-run spread.
@@ -143,6 +144,35 @@ def recompute_ab(args, out):
               flush=True)
 
 
+def time_gc(args, out):
+    """A full collection (Megatron's --manual-gc, Bridge's train.manual_gc) in a process holding a
+    Moonlight-like model (27 layers, MLA, a shared expert) after training steps, with automatic
+    collection off as Megatron turns it off: median of five gc.collect() calls."""
+    import gc
+    import torch
+    from megatron.core.transformer.moe.moe_logging import destroy_moe_metrics_tracker
+    args.structure = True
+    for experts in (8, 64):
+        destroy_moe_metrics_tracker()
+        model = build(args, 27, 256, experts, 256, None, True, 256)
+        time_steps(args, model)
+        gc.disable()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            gc.collect()
+            times.append((time.perf_counter() - t0) * 1e3)
+        case = {"case": f"gc.collect(), 27 MLA layers, {experts} experts",
+                "objects": len(gc.get_objects()), "gc_ms_median": statistics.median(times),
+                "gc_ms": times}
+        out["cases"].append(case)
+        print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in case.items()}),
+              flush=True)
+        gc.enable()
+        del model
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, nargs=2, default=[2, 6])
@@ -159,6 +189,9 @@ def main():
     ap.add_argument("--recompute-ab", action="store_true",
                     help="time the host-bound layer without and with each selective recompute "
                          "module (GQA and MLA forms), alternating them --repeats times")
+    ap.add_argument("--gc", action="store_true",
+                    help="time gc.collect() in this process after training steps of a 27-layer "
+                         "MLA model with a shared expert (8 and 64 experts), as a manual GC pays it")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -189,6 +222,9 @@ def main():
                  for r in range(args.repeats) for f, mla, shared in forms]
     if args.recompute_ab:
         recompute_ab(args, out)
+        cases = []
+    if args.gc:
+        time_gc(args, out)
         cases = []
     for name, hidden, experts, ffn, recompute, mla, shared in cases:
         res = {}
