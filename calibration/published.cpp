@@ -303,6 +303,8 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
     o.grad_reduce_in_fp32 = false;
     if (r.model_preset == "deepseek-v3" || r.model_preset == "moonlight-16b-a3b")
       o.adam_moments_bf16 = true;
+    // Moonlight's recipe (recipes/moonlight/h100/moonlight_16b.py) collects garbage every 5 steps.
+    if (r.model_preset == "moonlight-16b-a3b") o.manual_gc_interval = 5;
   }
   // FP8 recipe by label (FP8-CS and the 26.x H100 "FP8" rows: per-tensor current scaling).
   // Bridge's tensorwise and MXFP8 presets and the ModelZoo's MXFP8 script keep the primary weights

@@ -245,6 +245,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   const double cap = a.num("--moe-expert-capacity-factor", 0);
   if (std::isfinite(cap) && cap > 0) o.capacity_factor = cap;
   if (a.flag("--moe-router-force-load-balancing")) o.routing.kind = model::RoutingKind::balanced;
+  if (a.flag("--manual-gc")) o.manual_gc_interval = a.integer("--manual-gc-interval", 0);
   if (j.contains("env") && j["env"].is_object() && j["env"].contains("CUDA_DEVICE_MAX_CONNECTIONS")) {
     const auto& v = j["env"]["CUDA_DEVICE_MAX_CONNECTIONS"];
     const std::string s = v.is_string() ? v.get<std::string>() : v.dump();

@@ -84,6 +84,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "auto|flash|fused|unfused|local (Megatron's --attention-backend)");
   sub.add_option("--cuda-graph-modules", f.cuda_graph_modules, "comma list: attn,mlp,moe,moe_router,moe_preprocess");
   sub.add_option("--cdmc", f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS (1..32)");
+  sub.add_option("--manual-gc-interval", f.manual_gc_interval,
+                 "a full garbage collection every N steps (Megatron's --manual-gc; 0 = automatic)");
   sub.add_option("--dist-opt-instances", f.dist_opt_instances,
                  "distributed-optimizer instances (num_distributed_optimizer_instances)");
   sub.add_option("--precision", f.precision, "bf16|fp8 (FP8 GEMMs on bf16/fp16 parameters)");
@@ -194,6 +196,7 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--attention-backend"))
     o.attention_backend = parse_attention_backend(f.attention_backend, "--attention-backend");
   if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
+  if (use("--manual-gc-interval")) o.manual_gc_interval = f.manual_gc_interval;
   if (use("--dist-opt-instances")) o.distributed_optimizer_instances = f.dist_opt_instances;
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
   if (use("--params-dtype")) o.params_dtype = parse_params_dtype(f.params_dtype, "--params-dtype");

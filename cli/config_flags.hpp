@@ -26,7 +26,7 @@ struct ConfigFlags {
   int recompute_num_layers = 0;
   std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;
   std::string attention_backend = "auto";
-  int cdmc = 32;
+  int cdmc = 32, manual_gc_interval = 0;
   int dist_opt_instances = 1;
   std::string precision = "bf16", routing = "uniform", expert_gemm = "auto";
   double skew = 0.0, capacity_factor = 0.0, rank_capacity_factor = 0.0;

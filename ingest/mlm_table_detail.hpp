@@ -23,6 +23,8 @@ struct TableState {
   int deepep_sms = -1, hybridep_sms = -1, flex_sms = -1;
   int etp = 0, layers_per_virtual_stage = 0, world_size = 0, data_parallel = 0;
   bool precision_aware = false, bf16_moments = false;
+  bool manual_gc = false;
+  int manual_gc_interval = 0;
 };
 
 using RowFn = void (*)(TableState&, const Value&);

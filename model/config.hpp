@@ -91,6 +91,9 @@ struct Options {
   CudaGraphImpl cuda_graph_impl = CudaGraphImpl::none;
   std::vector<std::string> cuda_graph_modules;  ///< attn, mlp, moe, moe_router, moe_preprocess
   int cuda_device_max_connections = 32;
+  /// A full garbage collection every this many steps (Megatron's --manual-gc with
+  /// --manual-gc-interval; Bridge's train.manual_gc); 0 = Python's automatic collector.
+  int manual_gc_interval = 0;
   Precision precision = Precision::bf16;
   Fp8Recipe fp8_recipe = Fp8Recipe::automatic;
   /// Primary weights kept in FP8 (--fp8-param-gather; Bridge's tensorwise and MXFP8 presets set

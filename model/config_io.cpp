@@ -198,6 +198,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.cuda_graph_modules = o.get_string_list("cuda_graph_modules");
     op.cuda_device_max_connections = o.get_int(
         "cuda_device_max_connections", 32, limits::kMaxConnections.min, limits::kMaxConnections.max);
+    op.manual_gc_interval = o.get_int("manual_gc_interval", 0, limits::kManualGcInterval.min,
+                                      limits::kManualGcInterval.max);
     op.precision = parse_precision(o.get_string("precision", "bf16"), w("precision"));
     op.fp8_recipe = parse_fp8_recipe(o.get_string("fp8_recipe", "auto"), w("fp8_recipe"));
     op.fp8_param_gather = o.get_bool("fp8_param_gather", false);
@@ -288,6 +290,7 @@ nlohmann::json to_json(const Config& c) {
       {"cuda_graph_impl", to_string(o.cuda_graph_impl)},
       {"cuda_graph_modules", o.cuda_graph_modules},
       {"cuda_device_max_connections", o.cuda_device_max_connections},
+      {"manual_gc_interval", o.manual_gc_interval},
       {"precision", to_string(o.precision)},
       {"fp8_recipe", to_string(o.fp8_recipe)},
       {"fp8_param_gather", o.fp8_param_gather},

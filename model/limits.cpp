@@ -61,6 +61,7 @@ void check_config_limits(const Config& c) {
   check_range(kCommSms, o.comm_sms);
   check_range(kRecomputeLayers, o.recompute_num_layers);
   check_range(kMaxConnections, o.cuda_device_max_connections);
+  check_range(kManualGcInterval, o.manual_gc_interval);
   check_range(kDistOptInstances, o.distributed_optimizer_instances);
   check_range(kSeed, static_cast<long long>(o.routing.seed));
   check_range(kSkew, o.routing.skew);

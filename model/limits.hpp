@@ -48,6 +48,8 @@ inline constexpr IntRange kRecomputeLayers{"options.recompute_num_layers",
 inline constexpr IntRange kDistOptInstances{"options.distributed_optimizer_instances",
                                              "--dist-opt-instances", 1, 1 << 16};
 inline constexpr IntRange kMaxConnections{"options.cuda_device_max_connections", "--cdmc", 1, 32};
+inline constexpr IntRange kManualGcInterval{"options.manual_gc_interval", "--manual-gc-interval", 0,
+                                            1000000};
 inline constexpr IntRange kSeed{"options.routing.seed", "--seed", 0, 2147483647};
 inline constexpr RealRange kSkew{"options.routing.skew", "--skew", 0.0, 4.0};
 inline constexpr RealRange kCapacityFactor{"options.capacity_factor", "--capacity-factor", 0.0,

@@ -60,6 +60,10 @@ constexpr double kFp8HostFactor = 1.27;
 /// own Python), as a share of a layer op's framework host time: measured with Megatron-Core's own
 /// layer by bench/megatron_host_oracle.py --recompute-ab (see docs/measurements.md).
 constexpr double kCheckpointRegionHostShare = 0.35;
+/// A full garbage collection (gc.collect()) in a training process: in one holding a 27-layer
+/// Megatron-Core MoE model after training steps, 0.43-0.54 million objects, 250-274 ms on the H200
+/// machine's host (bench/megatron_host_oracle.py --gc); a real run holds more (TE, data loaders).
+constexpr double kFullGcHostUs = 260e3;
 
 /// Checkpointed regions a layer's backward op reruns: Megatron wraps each selectively recomputed
 /// module in its own checkpoint (layernorm: the input and the pre-MLP norms; full recompute: the
@@ -297,6 +301,11 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     const double local = g.dense / dense_shard + g.expert / expert_shard;
     sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
     sc.framework_step_us = cfg.hw.framework_step_host_us;
+    // A manual garbage collection is a synchronous full collection on every rank's host, once
+    // every manual_gc_interval steps; where the profile models the framework's host work.
+    const bool framework = cfg.hw.framework_op_host_us > 0 || cfg.hw.framework_step_host_us > 0;
+    if (framework && cfg.opt.manual_gc_interval > 0)
+      sc.framework_step_us += kFullGcHostUs / cfg.opt.manual_gc_interval;
   }
 }
 

@@ -167,6 +167,8 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "dataset.seq_length=" << p.seq_length << "\n";  // Bridge asserts the two agree
   os << "train.micro_batch_size=" << p.micro_batch_size << "\n";
   os << "train.global_batch_size=" << p.global_batch_size << "\n";
+  if (o.manual_gc_interval > 0)
+    os << "train.manual_gc=true\ntrain.manual_gc_interval=" << o.manual_gc_interval << "\n";
   os << "model.moe_token_dispatcher_type=" << model::to_string(o.dispatcher) << "\n";
   if (o.dispatcher == Dispatcher::flex) {
     // Before core_v0.16 DeepEP is the one backend (moe_enable_deepep); HybridEP is refused there.
@@ -267,6 +269,8 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
       p.account_for_loss_in_pipeline_split = to_bool(v, w);
     else if (k == "train.micro_batch_size") p.micro_batch_size = to_int(v, w);
     else if (k == "train.global_batch_size") p.global_batch_size = to_int(v, w);
+    else if (k == "train.manual_gc") o.manual_gc_interval = to_bool(v, w) ? o.manual_gc_interval : 0;
+    else if (k == "train.manual_gc_interval") o.manual_gc_interval = to_int(v, w);
     else if (k == "model.moe_token_dispatcher_type") o.dispatcher = model::parse_dispatcher(v, w);
     else if (k == "model.moe_flex_dispatcher_backend") {
       if (v == "null") o.dispatcher = Dispatcher::alltoall;  // Bridge: no backend = alltoall

@@ -70,6 +70,10 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   num("--micro-batch-size", p.micro_batch_size);
   num("--global-batch-size", p.global_batch_size);
   num("--seq-length", p.seq_length);
+  if (o.manual_gc_interval > 0) {
+    a.push_back("--manual-gc");
+    num("--manual-gc-interval", o.manual_gc_interval);
+  }
   kv("--moe-token-dispatcher-type", model::to_string(o.dispatcher));
   if (o.dispatcher == Dispatcher::flex) {
     if (at_least_v016(ctx)) kv("--moe-flex-dispatcher-backend", model::to_string(o.flex_backend));
@@ -177,7 +181,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
   o.cuda_graph_impl = CudaGraphImpl::none;
   p.sequence_parallel = false;
   p.vpp = 1;
-  bool enable_deepep = false, flex_sms_given = false;
+  bool enable_deepep = false, flex_sms_given = false, manual_gc = false;
+  int gc_interval = 0;
   o.params_dtype = model::ParamsDtype::fp32;  // neither --bf16 nor --fp16
   o.attention_dropout = o.hidden_dropout = 0.1;  // Megatron-LM's defaults
   o.overlap_dispatch_backward_with_experts_wgrad = false;
@@ -206,6 +211,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--micro-batch-size") p.micro_batch_size = to_int(value(), where);
     else if (f == "--global-batch-size") p.global_batch_size = to_int(value(), where);
     else if (f == "--seq-length") p.seq_length = to_int(value(), where);
+    else if (f == "--manual-gc") manual_gc = true;
+    else if (f == "--manual-gc-interval") gc_interval = to_int(value(), where);
     else if (f == "--moe-token-dispatcher-type") o.dispatcher = model::parse_dispatcher(value(), where);
     else if (f == "--moe-flex-dispatcher-backend") o.flex_backend = model::parse_flex_backend(value(), where);
     else if (f == "--moe-enable-deepep") enable_deepep = true;
@@ -265,6 +272,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     } else throw EPO_INPUT_ERROR("Megatron-LM arguments: unknown flag '", f, "'");
   }
   if (enable_deepep) o.flex_backend = FlexBackend::deepep;
+  if (manual_gc) o.manual_gc_interval = gc_interval;  // Megatron ignores the interval without it
   route_per_backend_sms(o, flex_sms_given);
   return c;
 }

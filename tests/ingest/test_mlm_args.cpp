@@ -67,6 +67,20 @@ TEST_CASE("a launch script: torchrun prefix, continuations, --flag=value, --no-*
   CHECK_FALSE(r.warnings.empty());  // $DATA and the vocabulary
 }
 
+TEST_CASE("--manual-gc-interval counts only with --manual-gc, as Megatron-LM runs it") {
+  const std::string args =
+      "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 1024 "
+      "--micro-batch-size 1 --bf16 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 128 "
+      "--expert-model-parallel-size 4 --world-size 8 ";
+  model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  CHECK(config_from_mlm_args(base, args + "--manual-gc --manual-gc-interval 5", "a", r)
+            .opt.manual_gc_interval == 5);
+  CHECK(config_from_mlm_args(base, args + "--manual-gc-interval 5", "b", r).opt.manual_gc_interval ==
+        0);
+  CHECK(config_from_mlm_args(base, args + "--manual-gc", "c", r).opt.manual_gc_interval == 0);
+}
+
 TEST_CASE("a malformed value is an input error naming the flag") {
   const model::Config base = test::blank_base(test::sample_config("tiny", 0));
   ReadReport r;

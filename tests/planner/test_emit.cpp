@@ -26,6 +26,7 @@ Config blank_like(const Config& c) {
 void check_same(const Config& a, const Config& b) {
   epo::config_checks::check_same_layout_and_options(a, b);
   CHECK(a.opt.cuda_device_max_connections == b.opt.cuda_device_max_connections);
+  CHECK(a.opt.manual_gc_interval == b.opt.manual_gc_interval);
 }
 
 std::vector<Config> sample_configs() {
@@ -47,6 +48,7 @@ std::vector<Config> sample_configs() {
   a.opt.high_priority_a2a_comm_stream = true;
   a.opt.gradient_accumulation_fusion = false;
   a.opt.cuda_device_max_connections = 8;
+  a.opt.manual_gc_interval = 5;  // Bridge's train.manual_gc, Megatron-LM's --manual-gc
   v.push_back(a);
   Config b = test::make_config("mixtral-8x7b", "h100-sxm", 16, 2, 1, 1, 8, 256);
   b.opt.recompute_granularity = model::RecomputeGranularity::full;
