@@ -225,12 +225,25 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   o.precision = prec.empty() || contains(prec, "bf16") ? model::Precision::bf16
                                                        : model::Precision::fp8;
   if (prec.empty()) r.assumptions.push_back("precision BF16 (not published)");
+  // The dispatcher the pinned recipe assigns is the one that ran: a flex backend set beside
+  // moe_token_dispatcher_type = "alltoall" (Bridge 0.3.1's H100 and B300 Qwen3-235B recipes) is
+  // not used by Megatron, whatever the row's label says.
   const std::string disp = str_field(j, "dispatcher");
-  if (disp == "flex") {
+  std::string kind = disp, backend = str_field(j, "flex_backend");
+  if (os.is_object() && os.contains("recipe_assignments") && os["recipe_assignments"].is_object()) {
+    const nlohmann::json& ra = os["recipe_assignments"];
+    const std::string assigned = str_field(ra, "model.moe_token_dispatcher_type");
+    if (!assigned.empty() && assigned != (disp.empty() ? std::string("alltoall") : disp)) {
+      r.assumptions.push_back("dispatcher " + assigned + " as the pinned recipe assigns it (row: " +
+                              (disp.empty() ? std::string("not stated") : disp) + ")");
+      kind = assigned;
+      backend = str_field(ra, "model.moe_flex_dispatcher_backend");
+    }
+  }
+  if (kind == "flex") {
     o.dispatcher = model::Dispatcher::flex;
-    o.flex_backend = str_field(j, "flex_backend") == "hybridep" ? model::FlexBackend::hybridep
-                                                                : model::FlexBackend::deepep;
-  } else if (disp == "allgather") {
+    o.flex_backend = backend == "hybridep" ? model::FlexBackend::hybridep : model::FlexBackend::deepep;
+  } else if (kind == "allgather") {
     o.dispatcher = model::Dispatcher::allgather;
   } else {
     o.dispatcher = model::Dispatcher::alltoall;
@@ -245,22 +258,6 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   // HybridEP's rank capacity and paged stash, where the pinned recipe set them.
   if (os.is_object() && os.contains("recipe_assignments") && os["recipe_assignments"].is_object()) {
     const nlohmann::json& ra = os["recipe_assignments"];
-    // The dispatcher the pinned recipe assigns is the one that ran: a flex backend set beside
-    // moe_token_dispatcher_type = "alltoall" (Bridge 0.3.1's H100 and B300 Qwen3-235B recipes) is
-    // not used by Megatron, whatever the row's label says.
-    const std::string kind = str_field(ra, "model.moe_token_dispatcher_type");
-    if (!kind.empty() && kind != model::to_string(o.dispatcher)) {
-      r.assumptions.push_back("dispatcher " + kind + " as the pinned recipe assigns it (row: " +
-                              (disp.empty() ? std::string("not stated") : disp) + ")");
-      if (kind == "alltoall") o.dispatcher = model::Dispatcher::alltoall;
-      else if (kind == "allgather") o.dispatcher = model::Dispatcher::allgather;
-      else if (kind == "flex") {
-        o.dispatcher = model::Dispatcher::flex;
-        o.flex_backend = str_field(ra, "model.moe_flex_dispatcher_backend") == "hybridep"
-                             ? model::FlexBackend::hybridep
-                             : model::FlexBackend::deepep;
-      }
-    }
     const char* kCap = "model.moe_expert_rank_capacity_factor";
     if (ra.contains(kCap) && ra[kCap].is_number()) o.rank_capacity_factor = ra[kCap].get<double>();
     const char* kStash = "model.moe_paged_stash";

@@ -176,11 +176,11 @@ const std::vector<Row>& table_rows() {
        }},
       {"cuda_graph_scope", [](S& s, const V& v) { s.graph_scope = v.raw(); }},
       {"cuda_graph_modules", [](S& s, const V& v) { s.graph_scope = v.raw(); }},
-      // Precision, optimizer and gradients.
-      {"bf16", [](S& s, const V& v) { s.saw_bf16 = v.boolean(); }},
       // Garbage collection (a full collection every N steps only with --manual-gc).
       {"manual_gc", [](S& s, const V& v) { s.manual_gc = v.boolean(); }},
       {"manual_gc_interval", [](S& s, const V& v) { s.manual_gc_interval = to_int(v); }},
+      // Precision, optimizer and gradients.
+      {"bf16", [](S& s, const V& v) { s.saw_bf16 = v.boolean(); }},
       {"fp16", [](S& s, const V& v) { s.saw_fp16 = v.boolean(); }},
       {"fp8", fp8},
       {"fp8_format", fp8},

@@ -10,4 +10,8 @@ namespace epo::test {
 /// micro-batch per rank, checked.
 model::Config tiny_config(int gpus = 4);
 
+/// Qwen3-30B-A3B on `gpus` H100s (datasheet preset) with the given TP, CP, EP and micro-batch
+/// size, sequence parallel with TP, balanced routing, seq 4096, global batch 64, checked.
+model::Config qwen(int gpus, int tp, int cp, int ep, int mbs);
+
 }  // namespace epo::test
