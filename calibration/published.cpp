@@ -284,6 +284,12 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
       os["moe_router_force_load_balancing"].get<bool>())
     o.routing.kind = model::RoutingKind::balanced;
   if (contains(lower(r.id), "forced-balance")) o.routing.kind = model::RoutingKind::balanced;
+  // A dropless run without forced balance routes with its trained router (the ModelZoo rows
+  // fine-tune the released checkpoint on real data).
+  if (str_field(os, "routing") == "dropless" && o.routing.kind != model::RoutingKind::balanced) {
+    o.routing.kind = model::RoutingKind::trained;
+    r.assumptions.push_back("routing: a trained router without forced balance (--routing trained)");
+  }
   // TE's CuTe DSL fused grouped MLP: the recipe's flag or its environment variable.
   const bool flag = os.contains("cutedsl_fused_grouped_mlp") &&
                     os["cutedsl_fused_grouped_mlp"].is_boolean() &&

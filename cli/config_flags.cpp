@@ -96,7 +96,7 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                "overlap_dispatch_backward_with_experts_wgrad (core_v0.18+)");
   sub.add_option("--deepep-num-sms", f.deepep_num_sms, "moe_deepep_num_sms (0 = unset)");
   sub.add_option("--hybridep-num-sms", f.hybridep_num_sms, "moe_hybridep_num_sms (0 = unset)");
-  sub.add_option("--routing", f.routing, "balanced|uniform|skewed");
+  sub.add_option("--routing", f.routing, "balanced|uniform|skewed|trained");
   sub.add_option("--expert-gemm", f.expert_gemm,
                  "expert GEMM path of epo run (and what the model counts): auto (one grouped "
                  "launch when experts average under 512 rows; above, four streams for an fc1 "

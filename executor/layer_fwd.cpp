@@ -6,6 +6,7 @@
 #include "executor/gpu_check.hpp"
 #include "executor/layer_ops.hpp"
 #include "executor/layer_ops_detail.hpp"
+#include "model/routing_stats.hpp"
 
 namespace epo::exec {
 
@@ -126,7 +127,7 @@ void pre_dispatch_fwd(RankState& rs, int mb, int layer) {
     // token's experts follow the cost model's popularity (rs.skew_log_weight()), per block of T
     // tokens with that block's seed as the embedding is, so a rank holding several ranks' tokens
     // (the --check reference) routes each token as its rank does.
-    if (cfg.opt.routing.kind == model::RoutingKind::skewed)
+    if (model::routes_by_popularity(cfg.opt.routing.kind))
       for (int b = 0; b < rs.setup().blocks; ++b)
         launch_skewed_logits(s.logits + static_cast<std::int64_t>(b) * T * E, T, E,
                              rs.skew_log_weight(),

@@ -200,8 +200,8 @@ std::string expert_gemm_note(const model::Config& cfg) {
 
 std::vector<float> skew_log_weights(const model::Config& cfg, int num_experts) {
   std::vector<float> log_w(static_cast<std::size_t>(std::max(0, num_experts)), 0.0f);
-  if (cfg.opt.routing.kind != model::RoutingKind::skewed || num_experts <= 0) return log_w;
-  const auto pop = model::expert_popularity(num_experts, model::RoutingKind::skewed,
+  if (!model::routes_by_popularity(cfg.opt.routing.kind) || num_experts <= 0) return log_w;
+  const auto pop = model::expert_popularity(num_experts, cfg.opt.routing.kind,
                                             cfg.opt.routing.skew, cfg.opt.routing.seed);
   const double top = *std::max_element(pop.begin(), pop.end());
   for (std::size_t e = 0; e < log_w.size(); ++e)

@@ -26,7 +26,7 @@ constexpr const char* kParamsDtypes[] = {"bf16", "fp16", "fp32"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
 constexpr const char* kAttentionBackends[] = {"auto", "flash", "fused", "unfused", "local"};
-constexpr const char* kRouting[] = {"balanced", "uniform", "skewed"};
+constexpr const char* kRouting[] = {"balanced", "uniform", "skewed", "trained"};
 constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams"};
 
 }  // namespace

@@ -24,8 +24,9 @@ enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
 /// compute the scores as a GEMM, a softmax kernel and a second GEMM, and keep the probabilities.
 enum class AttentionBackend { automatic, flash, fused, unfused, local };
 /// How tokens are routed: force-balanced (every expert the same load), uniform random scores,
-/// or skewed (expert popularity ~ Zipf with exponent `skew`).
-enum class RoutingKind { balanced, uniform, skewed };
+/// skewed (expert popularity ~ Zipf with exponent `skew`), or trained (a trained router without
+/// forced balance: per-expert loads spread with kTrainedRouterExpertCv, routing_stats.hpp).
+enum class RoutingKind { balanced, uniform, skewed, trained };
 /// How the executor issues a rank's expert GEMMs through cuBLAS (and the model counts them).
 enum class ExpertGemm {
   automatic,   ///< automatic_expert_gemm (cost.hpp): by rows per expert, weight size, GPU sharing

@@ -92,9 +92,8 @@ double expected_max_std_normal(int n) {
 }
 
 namespace {
-double blom_estimate(int n) {
-  // Blom: E[max] ~ Phi^-1((n - 0.375) / (n + 0.25)); inverse normal by Acklam's rational form.
-  const double p = (n - 0.375) / (n + 0.25);
+/// Inverse of the standard normal CDF, 0 < p < 1 (Acklam's rational form).
+double inverse_normal_cdf(double p) {
   static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
                              -2.759285104469687e+02, 1.383577518672690e+02,
                              -3.066479806614716e+01, 2.506628277459239e+00};
@@ -116,6 +115,62 @@ double blom_estimate(int n) {
   return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
          (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
 }
+
+double blom_estimate(int n) {
+  // Blom: E[max] ~ Phi^-1((n - 0.375) / (n + 0.25)).
+  return inverse_normal_cdf((n - 0.375) / (n + 0.25));
+}
+
+/// A trained router's per-expert load profile, sorted: log-normal with coefficient of variation
+/// kTrainedRouterExpertCv at the experts' normal quantiles (sums to 1).
+std::vector<double> trained_profile(int num_experts) {
+  const double s2 = std::log1p(kTrainedRouterExpertCv * kTrainedRouterExpertCv);
+  std::vector<double> pop(num_experts);
+  for (int i = 0; i < num_experts; ++i)
+    pop[i] = std::exp(std::sqrt(s2) * inverse_normal_cdf((i + 0.5) / num_experts));
+  const double sum = std::accumulate(pop.begin(), pop.end(), 0.0);
+  for (double& p : pop) p /= sum;
+  return pop;
+}
+
+/// Probability that expert e is among a token's k experts when they are drawn by popularity
+/// without replacement: pi_e ~ 1 - exp(-lambda p_e), lambda such that sum pi_e = k.
+std::vector<double> selection_probability(const std::vector<double>& pop, int k) {
+  double lo = 0.0, hi = 1e9;
+  for (int iter = 0; iter < 200; ++iter) {
+    const double mid = 0.5 * (lo + hi);
+    double sum = 0;
+    for (double pe : pop) sum += 1.0 - std::exp(-mid * pe);
+    (sum < k ? lo : hi) = mid;
+  }
+  std::vector<double> pi(pop.size());
+  for (std::size_t e = 0; e < pop.size(); ++e) pi[e] = 1.0 - std::exp(-lo * pop[e]);
+  return pi;
+}
+
+/// Placements of the trained profile's experts on R ranks, each rank's share of the pairs (the
+/// capped selection probabilities of its E/R experts), for kPlacements random placements drawn
+/// with a fixed seed, so the expectation over placements is the same in every process.
+constexpr int kPlacements = 512;
+const std::vector<double>& trained_placements(int E, int k, int R) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, std::vector<double>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find({E, k, R});
+  if (it == cache.end()) {
+    const auto pi = selection_probability(trained_profile(E), k);
+    std::vector<int> perm(E);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937 rng(20261203u);
+    std::vector<double> shares(static_cast<std::size_t>(kPlacements) * R, 0.0);
+    for (int t = 0; t < kPlacements; ++t) {
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int e = 0; e < E; ++e) shares[static_cast<std::size_t>(t) * R + e / (E / R)] += pi[perm[e]] / k;
+    }
+    it = cache.emplace(std::make_tuple(E, k, R), std::move(shares)).first;
+  }
+  return it->second;
+}
 }  // namespace
 
 std::vector<double> expert_popularity(int num_experts, RoutingKind kind, double skew,
@@ -127,6 +182,14 @@ std::vector<double> expert_popularity(int num_experts, RoutingKind kind, double 
     std::mt19937 rng(seed);
     std::shuffle(perm.begin(), perm.end(), rng);
     for (int i = 0; i < num_experts; ++i) pop[perm[i]] = 1.0 / std::pow(i + 1.0, skew);
+  }
+  if (kind == RoutingKind::trained && num_experts > 0) {
+    const auto profile = trained_profile(num_experts);
+    std::vector<int> perm(num_experts);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937 rng(seed);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int i = 0; i < num_experts; ++i) pop[perm[i]] = profile[i];
   }
   const double sum = std::accumulate(pop.begin(), pop.end(), 0.0);
   for (double& p : pop) p /= sum;
@@ -151,16 +214,9 @@ double expected_max_load_factor(const RoutingShape& s, RoutingKind kind, double 
     if (it == cache.end()) {
       // Probability that expert e is among a token's k experts when they are drawn by popularity
       // without replacement: pi_e ~ 1 - exp(-lambda p_e), lambda such that sum pi_e = k.
-      const auto pop = expert_popularity(E, kind, skew, seed);
-      double lo = 0.0, hi = 1e9;
-      for (int iter = 0; iter < 200; ++iter) {
-        const double mid = 0.5 * (lo + hi);
-        double sum = 0;
-        for (double pe : pop) sum += 1.0 - std::exp(-mid * pe);
-        (sum < k ? lo : hi) = mid;
-      }
+      const auto pi = selection_probability(expert_popularity(E, kind, skew, seed), k);
       std::vector<double> sh(R, 0.0);
-      for (int e = 0; e < E; ++e) sh[e / (E / R)] += (1.0 - std::exp(-lo * pop[e])) / k;
+      for (int e = 0; e < E; ++e) sh[e / (E / R)] += pi[e] / k;
       it = cache.emplace(key, sh).first;
     }
     share = it->second;
@@ -175,6 +231,22 @@ double expected_max_load_factor(const RoutingShape& s, RoutingKind kind, double 
   for (int r = 0; r < R; ++r) best = std::max(best, share[r] * total_pairs);
   // Noise on top of the expected busiest rank: for uniform routing every rank is equally likely to
   // be the busiest, so the max of R normals applies; with skew the busiest is known, add one sigma.
+  if (kind == RoutingKind::trained) {
+    // The busiest rank, averaged over placements of the trained profile's experts, each rank's
+    // draw noise taken from a fixed table of standard normals.
+    const auto& shares = trained_placements(E, k, R);
+    std::mt19937 rng(7u);
+    std::normal_distribution<double> normal;
+    double sum = 0;
+    for (int t = 0; t < kPlacements; ++t) {
+      double busiest = 0;
+      for (int r = 0; r < R; ++r)
+        busiest = std::max(busiest, shares[static_cast<std::size_t>(t) * R + r] * total_pairs +
+                                        normal(rng) * sigma);
+      sum += busiest;
+    }
+    return std::max(1.0, sum / kPlacements / mean);
+  }
   const double noise = kind == RoutingKind::uniform ? z * sigma : sigma;
   return (best + noise) / mean;
 }

@@ -189,6 +189,32 @@ TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[
   CHECK(same.assumptions.empty());
 }
 
+TEST_CASE("a dropless row routes with a trained router, its forced-balance twin balanced",
+          "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = {{"id", "zoo-16384-dropless"}, {"model", "Qwen3-235B-A22B"},
+                        {"system", "H100 (NVLink4, IB 8x50 GB/s)"}, {"gpus", 256},
+                        {"precision", "BF16"}, {"seq", 16384}, {"gbs", 256}, {"tp", 4}, {"pp", 8},
+                        {"vp", 4}, {"ep", 8}, {"dispatcher", "flex"}, {"flex_backend", "deepep"},
+                        {"tflops_per_gpu", 237}, {"source_type", "megatron-moe-modelzoo"},
+                        {"phase", "pretrain"}, {"status", "current"}};
+  row["other_settings"] = {{"routing", "dropless"}, {"moe_router_force_load_balancing", false}};
+  const PublishedRow dropless = map_published_row(row, clusters);
+  REQUIRE(dropless.config);
+  CHECK(dropless.config->opt.routing.kind == model::RoutingKind::trained);
+  CHECK(dropless.assumptions.back().find("trained router") != std::string::npos);
+  row["id"] = "zoo-16384-forced-balance";
+  row["other_settings"] = {{"routing", "forced-balance"}, {"moe_router_force_load_balancing", true}};
+  const PublishedRow forced = map_published_row(row, clusters);
+  REQUIRE(forced.config);
+  CHECK(forced.config->opt.routing.kind == model::RoutingKind::balanced);
+  // The trained router's busiest EP rank slows the step.
+  const double slow = model::predict(*dropless.config, model::PredictMode::fast).step_time_us;
+  const double fast = model::predict(*forced.config, model::PredictMode::fast).step_time_us;
+  CHECK(slow > 1.1 * fast);
+}
+
 TEST_CASE("repeated A/B pairs are merged: median change, spread, and a verdict on each",
           "[published][pairs]") {
   ClusterMap clusters;

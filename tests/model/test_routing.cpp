@@ -80,6 +80,30 @@ TEST_CASE("skewed routing: formula's busiest rank matches the popularity sums", 
   CHECK(sampled * 8 == Approx(f).epsilon(0.03));
 }
 
+TEST_CASE("trained routing: busiest rank over expert placements agrees with the sampler", "[routing]") {
+  // Qwen3-235B-A22B's experts on 8 EP ranks: each seed places the trained profile's experts
+  // differently; the formula is the expectation over placements, the sampler draws the tokens.
+  const RoutingShape s{128, 8, 0, 0, 8};
+  const int tokens_per_rank = 1024, trials = 24;
+  double sum_max = 0;
+  for (int t = 0; t < trials; ++t) {
+    const auto pop = expert_popularity(128, RoutingKind::trained, 0.0, 11u + t);
+    CHECK(std::accumulate(pop.begin(), pop.end(), 0.0) == Approx(1.0));
+    const auto sample = sample_routing(s, RoutingKind::trained, 0.0, tokens_per_rank * 8, 8, 11u + t);
+    const double mean = static_cast<double>(tokens_per_rank) * s.topk;
+    sum_max += *std::max_element(sample.tokens_per_rank.begin(), sample.tokens_per_rank.end()) / mean;
+  }
+  const double formula = expected_max_load_factor(s, RoutingKind::trained, 0.0, tokens_per_rank, 1);
+  CHECK(formula == Approx(sum_max / trials).epsilon(0.05));
+  // The busiest rank of a trained router is well above uniform routing's and grows with the
+  // number of ranks the experts are spread over; one rank holds every expert.
+  CHECK(formula > 1.4);
+  CHECK(formula > expected_max_load_factor(s, RoutingKind::uniform, 0.0, tokens_per_rank, 1) + 0.3);
+  CHECK(expected_max_load_factor({128, 8, 0, 0, 32}, RoutingKind::trained, 0.0, tokens_per_rank, 1) > formula);
+  CHECK(expected_max_load_factor({128, 8, 0, 0, 1}, RoutingKind::trained, 0.0, tokens_per_rank, 1) == 1.0);
+  CHECK(parse_routing("trained", "--routing") == RoutingKind::trained);
+}
+
 TEST_CASE("expected max of standard normals", "[routing]") {
   CHECK(expected_max_std_normal(1) == 0.0);
   CHECK(expected_max_std_normal(2) == Approx(0.564).margin(0.02));  // exact 1/sqrt(pi)
