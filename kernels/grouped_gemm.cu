@@ -13,6 +13,8 @@
 //    expert's own shape.
 //  - Empty experts are simply skipped; the grouped API additionally needs a kernel per call that
 //    writes the device pointer arrays.
+// Equal experts at constant strides (balanced routing, padding to capacity) run as one
+// strided-batched GEMM on the grouped and multi-stream paths (run_strided_batched).
 // The grouped API can win when many experts get few rows (launch-bound). bench_kernels measures
 // all paths (rows gg_fwd_loop / gg_fwd_batched / gg_fwd_streams, balanced and skewed routing) so
 // the default can follow numbers. epo run's automatic choice (model::automatic_expert_gemm) takes
@@ -226,9 +228,40 @@ void prepare_grouped_gemm(GroupedGemmAlgo algo, cudaStream_t stream) {
 
 namespace {
 
+/// Equal problems at constant strides (every expert the same rows: balanced routing, or padded to
+/// capacity) are one strided-batched GEMM: cuBLAS then tiles all experts in one launch, without
+/// the grouped API's per-problem scheduling. Returns false where the problems differ.
+bool run_strided_batched(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems,
+                         float beta) {
+  if (problems.size() < 2) return false;
+  const RowMajorGemm& g0 = problems[0];
+  const RowMajorGemm& g1 = problems[1];
+  const int64_t sa = g1.a - g0.a, sb = g1.b - g0.b, sc = g1.c - g0.c;
+  for (size_t i = 1; i < problems.size(); ++i) {
+    const RowMajorGemm& g = problems[i];
+    const RowMajorGemm& p = problems[i - 1];
+    if (g.m != g0.m || g.n != g0.n || g.k != g0.k || g.trans_a != g0.trans_a ||
+        g.trans_b != g0.trans_b || g.a - p.a != sa || g.b - p.b != sb || g.c - p.c != sc)
+      return false;
+  }
+  // Outputs must not overlap (a stride shorter than one output would alias them).
+  if (sc < static_cast<int64_t>(g0.m) * g0.n) return false;
+  const ColumnMajorCall c = to_column_major(g0);
+  const float alpha = 1.f;
+  EPO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      handle, c.op_first, c.op_second, c.m, c.n, c.k, &alpha, g0.b, CUDA_R_16BF, c.ld_first, sb,
+      g0.a, CUDA_R_16BF, c.ld_second, sa, &beta, g0.c, CUDA_R_16BF, c.ldc, sc,
+      static_cast<int>(problems.size()), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return true;
+}
+
 void run_grouped(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems, float beta,
                  GroupedGemmAlgo algo, void* workspace, cudaStream_t stream, const char* fn) {
   if (problems.empty()) return;
+  // The grouped launch and the streams exist to fill the GPU with many experts' tiles; equal
+  // experts do that in one strided-batched launch.
+  if (algo != GroupedGemmAlgo::kPerExpertLoop && run_strided_batched(handle, problems, beta))
+    return;
   if (algo == GroupedGemmAlgo::kPerExpertLoop) {
     for (const RowMajorGemm& g : problems) run_one(handle, g, 1.f, beta);
   } else if (algo == GroupedGemmAlgo::kMultiStream) {

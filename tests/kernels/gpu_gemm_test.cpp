@@ -82,70 +82,78 @@ TEST_CASE("dense bf16 GEMM matches the reference in every transpose mode", "[ker
   }
 }
 
-TEST_CASE("grouped GEMMs match the references with ragged and empty experts", "[kernels][gpu]") {
+TEST_CASE("grouped GEMMs match the references with ragged, empty and equal experts",
+          "[kernels][gpu]") {
   Cublas blas;
   const int n = 64, k = 128;
-  // Padded segments (align 16) with empty experts at the start, middle and end.
-  const std::vector<int> counts = {0, 37, 16, 0, 1, 130, 0};
-  const int num_experts = static_cast<int>(counts.size());
-  std::vector<int64_t> offsets(num_experts);
-  int64_t rows = 0;
-  for (int e = 0; e < num_experts; ++e) {
-    offsets[e] = rows;
-    rows += (counts[e] + 15) / 16 * 16;
-  }
-  auto x = random_bf16(rows * k, 21);
-  auto dy = random_bf16(rows * n, 22);
-  auto w = random_bf16(static_cast<size_t>(num_experts) * k * n, 23);
-  const auto abs_x = abs_bf16(x), abs_dy = abs_bf16(dy), abs_w = abs_bf16(w);
-  const int max_count = *std::max_element(counts.begin(), counts.end());
-  // Magnitude bounds S of the outputs (zero outside the experts' rows: those must stay untouched).
-  std::vector<uint16_t> scale_out(rows * n, 0), scale_dx(rows * k, 0);
-  ref::grouped_gemm_fwd(abs_x.data(), abs_w.data(), scale_out.data(), counts.data(), offsets.data(),
-                        num_experts, n, k);
-  ref::grouped_gemm_dgrad(abs_dy.data(), abs_w.data(), scale_dx.data(), counts.data(),
+  // Padded segments (align 16) with empty experts at the start, middle and end; then equal experts
+  // at a constant stride, which the grouped and multi-stream paths run as one strided batch.
+  for (const std::vector<int>& counts :
+       {std::vector<int>{0, 37, 16, 0, 1, 130, 0}, std::vector<int>{48, 48, 48, 48, 48}}) {
+    INFO("counts " << counts.size() << " experts, first " << counts[0]);
+    const int num_experts = static_cast<int>(counts.size());
+    std::vector<int64_t> offsets(num_experts);
+    int64_t rows = 0;
+    for (int e = 0; e < num_experts; ++e) {
+      offsets[e] = rows;
+      rows += (counts[e] + 15) / 16 * 16;
+    }
+    auto x = random_bf16(rows * k, 21);
+    auto dy = random_bf16(rows * n, 22);
+    auto w = random_bf16(static_cast<size_t>(num_experts) * k * n, 23);
+    const auto abs_x = abs_bf16(x), abs_dy = abs_bf16(dy), abs_w = abs_bf16(w);
+    const int max_count = *std::max_element(counts.begin(), counts.end());
+    // Magnitude bounds S of the outputs (zero outside the experts' rows: those must stay
+    // untouched).
+    std::vector<uint16_t> scale_out(rows * n, 0), scale_dx(rows * k, 0);
+    ref::grouped_gemm_fwd(abs_x.data(), abs_w.data(), scale_out.data(), counts.data(),
                           offsets.data(), num_experts, n, k);
-  DeviceBuffer<uint16_t> dx_in(x), d_dy(dy), d_w(w);
-  DeviceBuffer<char> workspace(grouped_gemm_workspace_bytes(num_experts));
+    ref::grouped_gemm_dgrad(abs_dy.data(), abs_w.data(), scale_dx.data(), counts.data(),
+                            offsets.data(), num_experts, n, k);
+    DeviceBuffer<uint16_t> dx_in(x), d_dy(dy), d_w(w);
+    DeviceBuffer<char> workspace(grouped_gemm_workspace_bytes(num_experts));
 
-  for (auto algo : {GroupedGemmAlgo::kPerExpertLoop, GroupedGemmAlgo::kGroupedBatched,
-                    GroupedGemmAlgo::kMultiStream}) {
-    INFO("algo " << static_cast<int>(algo));
-    // Rows outside the experts' ranges must stay untouched: prefill both sides the same.
-    std::vector<uint16_t> ref_out = random_bf16(rows * n, 30);
-    DeviceBuffer<uint16_t> d_out(ref_out);
-    ref::grouped_gemm_fwd(x.data(), w.data(), ref_out.data(), counts.data(), offsets.data(),
-                          num_experts, n, k);
-    grouped_gemm_fwd(blas.handle, cb(dx_in), cb(d_w), mb(d_out), counts.data(), offsets.data(),
-                     num_experts, n, k, algo, workspace.get(), nullptr);
-
-    std::vector<uint16_t> ref_dx = random_bf16(rows * k, 31);
-    DeviceBuffer<uint16_t> d_dx(ref_dx);
-    ref::grouped_gemm_dgrad(dy.data(), w.data(), ref_dx.data(), counts.data(), offsets.data(),
+    for (auto algo : {GroupedGemmAlgo::kPerExpertLoop, GroupedGemmAlgo::kGroupedBatched,
+                      GroupedGemmAlgo::kMultiStream}) {
+      INFO("algo " << static_cast<int>(algo));
+      // Rows outside the experts' ranges must stay untouched: prefill both sides the same.
+      std::vector<uint16_t> ref_out = random_bf16(rows * n, 30);
+      DeviceBuffer<uint16_t> d_out(ref_out);
+      ref::grouped_gemm_fwd(x.data(), w.data(), ref_out.data(), counts.data(), offsets.data(),
                             num_experts, n, k);
-    grouped_gemm_dgrad(blas.handle, cb(d_dy), cb(d_w), mb(d_dx), counts.data(), offsets.data(),
+      grouped_gemm_fwd(blas.handle, cb(dx_in), cb(d_w), mb(d_out), counts.data(), offsets.data(),
                        num_experts, n, k, algo, workspace.get(), nullptr);
 
-    for (bool accumulate : {false, true}) {
-      INFO("accumulate " << accumulate);
-      std::vector<uint16_t> ref_dw = random_bf16(w.size(), 32);
-      DeviceBuffer<uint16_t> d_dw(ref_dw);
-      std::vector<uint16_t> scale_dw = abs_bf16(ref_dw);
-      ref::grouped_gemm_wgrad(x.data(), dy.data(), ref_dw.data(), counts.data(), offsets.data(),
-                              num_experts, n, k, accumulate);
-      ref::grouped_gemm_wgrad(abs_x.data(), abs_dy.data(), scale_dw.data(), counts.data(),
-                              offsets.data(), num_experts, n, k, accumulate);
-      grouped_gemm_wgrad(blas.handle, cb(dx_in), cb(d_dy), mb(d_dw), counts.data(), offsets.data(),
-                         num_experts, n, k, accumulate, algo, workspace.get(), nullptr);
+      std::vector<uint16_t> ref_dx = random_bf16(rows * k, 31);
+      DeviceBuffer<uint16_t> d_dx(ref_dx);
+      ref::grouped_gemm_dgrad(dy.data(), w.data(), ref_dx.data(), counts.data(), offsets.data(),
+                              num_experts, n, k);
+      grouped_gemm_dgrad(blas.handle, cb(d_dy), cb(d_w), mb(d_dx), counts.data(), offsets.data(),
+                         num_experts, n, k, algo, workspace.get(), nullptr);
+
+      for (bool accumulate : {false, true}) {
+        INFO("accumulate " << accumulate);
+        std::vector<uint16_t> ref_dw = random_bf16(w.size(), 32);
+        DeviceBuffer<uint16_t> d_dw(ref_dw);
+        std::vector<uint16_t> scale_dw = abs_bf16(ref_dw);
+        ref::grouped_gemm_wgrad(x.data(), dy.data(), ref_dw.data(), counts.data(), offsets.data(),
+                                num_experts, n, k, accumulate);
+        ref::grouped_gemm_wgrad(abs_x.data(), abs_dy.data(), scale_dw.data(), counts.data(),
+                                offsets.data(), num_experts, n, k, accumulate);
+        grouped_gemm_wgrad(blas.handle, cb(dx_in), cb(d_dy), mb(d_dw), counts.data(),
+                           offsets.data(), num_experts, n, k, accumulate, algo, workspace.get(),
+                           nullptr);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        // wgrad sums over an expert's rows: dot products of length max_count.
+        CHECK(worst_excess_scaled(d_dw.download(), ref_dw, kOutputRel, scale_dw,
+                                  partial_coef(max_count)) <= 0);
+      }
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      // wgrad sums over an expert's rows: dot products of length max_count.
-      CHECK(worst_excess_scaled(d_dw.download(), ref_dw, kOutputRel, scale_dw,
-                                partial_coef(max_count)) <= 0);
+      CHECK(worst_excess_scaled(d_out.download(), ref_out, kOutputRel, scale_out,
+                                partial_coef(k)) <= 0);
+      CHECK(worst_excess_scaled(d_dx.download(), ref_dx, kOutputRel, scale_dx, partial_coef(n)) <=
+            0);
     }
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    CHECK(worst_excess_scaled(d_out.download(), ref_out, kOutputRel, scale_out, partial_coef(k)) <=
-          0);
-    CHECK(worst_excess_scaled(d_dx.download(), ref_dx, kOutputRel, scale_dx, partial_coef(n)) <= 0);
   }
 }
 
