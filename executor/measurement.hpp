@@ -63,7 +63,7 @@ struct RunInfo {
   int layers = 0;
   int iters = 0;
   int warmup = 0;
-  std::string routing;                       ///< "uniform", "balanced" or "skewed"
+  std::string routing;                       ///< "uniform", "balanced", "skewed" or "trained"
   std::string expert_gemm = "auto";          ///< --expert-gemm as given
   std::string expert_gemm_path = "per-expert";  ///< what it resolves to (model::expert_gemm_path)
   bool overlapped = false;                   ///< the configured schedule is combined-1F1B
