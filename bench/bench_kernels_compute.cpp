@@ -69,9 +69,9 @@ std::vector<int64_t> offsets_of(const std::vector<int>& counts) {
 }
 
 // Every grouped-GEMM path, with its row-name tag.
-constexpr ek::GroupedGemmAlgo kAlgos[] = {ek::GroupedGemmAlgo::kPerExpertLoop,
-                                          ek::GroupedGemmAlgo::kGroupedBatched,
-                                          ek::GroupedGemmAlgo::kMultiStream};
+constexpr ek::GroupedGemmAlgo kAlgos[] = {
+    ek::GroupedGemmAlgo::kPerExpertLoop, ek::GroupedGemmAlgo::kGroupedBatched,
+    ek::GroupedGemmAlgo::kMultiStream, ek::GroupedGemmAlgo::kStridedBatched};
 const char* algo_name(ek::GroupedGemmAlgo algo) {
   switch (algo) {
     case ek::GroupedGemmAlgo::kPerExpertLoop:
@@ -80,6 +80,8 @@ const char* algo_name(ek::GroupedGemmAlgo algo) {
       return "batched";
     case ek::GroupedGemmAlgo::kMultiStream:
       return "streams";
+    case ek::GroupedGemmAlgo::kStridedBatched:
+      return "strided";
   }
   return "?";
 }

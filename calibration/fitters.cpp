@@ -119,7 +119,7 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
   // Grouped launches have their own rate and call cost (fit_grouped_launch).
   std::vector<GemmSample> gemm;
   for (const auto& g : s.gemm)
-    if (!g.grouped_launch) gemm.push_back(g);
+    if (!g.grouped_launch && !g.strided_launch) gemm.push_back(g);
   int grouped = 0, small = 0;
   double max_rate = 0;
   for (const auto& g : gemm) {

@@ -63,9 +63,10 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     g.n = g.fc2 ? hidden : 2.0 * ffn;
     if (r.has("launch")) {
       const std::string launch = r.require_string("launch");
-      EPO_REQUIRE_INPUT(launch == "grouped" || launch == "per_expert", where, ": launch = '",
-                        launch, "': expected grouped or per_expert");
+      EPO_REQUIRE_INPUT(launch == "grouped" || launch == "per_expert" || launch == "strided", where,
+                        ": launch = '", launch, "': expected grouped, per_expert or strided");
       g.grouped_launch = launch == "grouped";
+      g.strided_launch = launch == "strided";
     }
     g.time_us = time("time_us");
     s.gemm.push_back(g);
@@ -158,7 +159,9 @@ nlohmann::json to_json(const Samples& s) {
                           {"num_experts", static_cast<int>(g.count)},
                           {"hidden", g.fc2 ? g.n : g.k},
                           {"ffn", g.fc2 ? g.k : g.n / 2.0},
-                          {"launch", g.grouped_launch ? "grouped" : "per_expert"},
+                          {"launch", g.grouped_launch   ? "grouped"
+                                     : g.strided_launch ? "strided"
+                                                        : "per_expert"},
                           {"time_us", g.time_us}};
       if (g.fc2) j["product"] = "fc2";
       if (g.pass != "fwd") j["pass"] = g.pass;

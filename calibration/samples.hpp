@@ -35,6 +35,7 @@ struct GemmSample {
   /// Grouped samples: issued as grouped cuBLAS launches (one per batch of experts) rather than
   /// one GEMM per expert ("launch": "grouped" in the file; absent = per expert).
   bool grouped_launch = false;
+  bool strided_launch = false;  ///< one strided-batched GEMM over equal experts: not fitted on
   bool fc2 = false;             ///< grouped: the fc2 product (else fc1)
   std::string pass = "fwd";     ///< grouped: fwd, dgrad or wgrad
   double time_us = 0;

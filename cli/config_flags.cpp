@@ -101,7 +101,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "expert GEMM path of epo run (and what the model counts): auto (one grouped "
                  "launch when experts average under 512 rows; above, four streams for an fc1 "
                  "weight up to 8 Mi elements on a GPU of its own, else one GEMM per expert), "
-                 "per-expert, grouped, streams");
+                 "per-expert, grouped, streams, strided (one strided-batched GEMM when every "
+                 "expert has the same rows: balanced routing)");
   sub.add_option("--skew", f.skew, "Zipf exponent of expert popularity for --routing skewed");
   sub.add_option("--capacity-factor", f.capacity_factor, "expert capacity factor (0 = dropless)");
   sub.add_option("--rank-capacity-factor", f.rank_capacity_factor,

@@ -11,6 +11,8 @@ inline kernels::GroupedGemmAlgo kernel_algo(model::ExpertGemm resolved) {
       return kernels::GroupedGemmAlgo::kGroupedBatched;
     case model::ExpertGemm::streams:
       return kernels::GroupedGemmAlgo::kMultiStream;
+    case model::ExpertGemm::strided:
+      return kernels::GroupedGemmAlgo::kStridedBatched;
     default:
       return kernels::GroupedGemmAlgo::kPerExpertLoop;
   }

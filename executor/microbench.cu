@@ -168,9 +168,11 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
       for (const bool fc1 : {true, false}) {
         const int nn = static_cast<int>(fc1 ? 2 * F : H), k = static_cast<int>(fc1 ? H : F);
         for (const char* pass : {"fwd", "dgrad", "wgrad"})
-          for (const bool grouped : {false, true}) {
-            const auto algo = grouped ? kernels::GroupedGemmAlgo::kGroupedBatched
-                                      : kernels::GroupedGemmAlgo::kPerExpertLoop;
+          for (const char* launch : {"per_expert", "grouped", "strided"}) {
+            const std::string l = launch;
+            const auto algo = l == "grouped"   ? kernels::GroupedGemmAlgo::kGroupedBatched
+                              : l == "strided" ? kernels::GroupedGemmAlgo::kStridedBatched
+                                               : kernels::GroupedGemmAlgo::kPerExpertLoop;
             auto* xp = static_cast<bf16*>(x.get());
             auto* dp = static_cast<bf16*>(dy.get());
             auto* op = static_cast<bf16*>(out.get());
@@ -191,7 +193,7 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
             samples.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
                                {"num_experts", E}, {"hidden", H}, {"ffn", F},
                                {"product", fc1 ? "fc1" : "fc2"}, {"pass", pass},
-                               {"launch", grouped ? "grouped" : "per_expert"}, {"time_us", us}});
+                               {"launch", launch}, {"time_us", us}});
             tick("expert gemm (--for)");
           }
       }

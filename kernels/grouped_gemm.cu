@@ -1,36 +1,25 @@
 // bf16 GEMMs through cuBLAS: a dense row-major wrapper and the expert (grouped) GEMMs for forward,
 // dgrad and wgrad with variable rows per expert.
 //
-// Which cuBLAS path: kPerExpertLoop (one cublasGemmEx per non-empty expert) is the default.
-//  - Both paths need the per-expert row counts on the HOST: cublasGemmGroupedBatchedEx
-//  (cuBLAS 13.1,
-//    cublas_api.h) takes m/n/k/ld as host arrays and only the matrix pointers as device arrays, so
-//    the grouped API saves no device-to-host synchronisation.
-//  - At the shapes EPO runs (DeepSeek-V3 EP8: 32 local experts x ~1024 rows x 7168 x 4096, about
-//    60 GFLOP each; Qwen3-30B-A3B: 16 local experts x ~2048 rows x 2048 x 1536) one expert's GEMM
-//    takes tens of microseconds, so the few microseconds of launch per expert overlap the previous
-//    GEMM's execution (launches are asynchronous), and cublasGemmEx chooses its kernel for each
-//    expert's own shape.
-//  - Empty experts are simply skipped; the grouped API additionally needs a kernel per call that
-//    writes the device pointer arrays.
-// Equal experts at constant strides (balanced routing, padding to capacity) run as one
-// strided-batched GEMM on the grouped and multi-stream paths (run_strided_batched).
-// The grouped API can win when many experts get few rows (launch-bound). bench_kernels measures
-// all paths (rows gg_fwd_loop / gg_fwd_batched / gg_fwd_streams, balanced and skewed routing) so
-// the default can follow numbers. epo run's automatic choice (model::automatic_expert_gemm) takes
-// the grouped launch for few rows per expert and kMultiStream for small weights (below).
-//
-// kMultiStream: one expert GEMM of Qwen3-30B-A3B (2048 x 1536 x 2048) is 96-192 output tiles on
-// 132 SMs, so each GEMM ends in a partly idle wave (81-84% of one dense GEMM of the same FLOPs on
-// the H200). Issuing the experts on 4 streams lets the next GEMMs fill those SMs. Side streams get
-// their own cuBLAS handles because a handle's default workspace must not serve two concurrently
-// running streams.
+// Paths (GroupedGemmAlgo; bench_kernels times each, balanced and skewed routing, and epo run's
+// automatic choice, model::automatic_expert_gemm, follows the numbers):
+//  - kPerExpertLoop: one cublasGemmEx per non-empty expert, each with cuBLAS's kernel for its own
+//    shape; at tens of microseconds per expert GEMM the launches overlap the previous GEMM.
+//  - kGroupedBatched: cublasGemmGroupedBatchedEx (cuBLAS 13.1), for many experts with few rows
+//    (launch-bound). It takes m/n/k/ld as host arrays, so it saves no device-to-host sync; a small
+//    kernel per call writes its device pointer arrays.
+//  - kMultiStream: one expert GEMM of Qwen3-30B-A3B (2048 x 1536 x 2048) is 96-192 output tiles on
+//    132 SMs and ends in a partly idle wave; experts on 4 streams fill those SMs. Side streams have
+//    their own cuBLAS handles (a handle's workspace must not serve two running streams).
+//  - kStridedBatched: equal experts at constant strides (balanced routing) as one strided-batched
+//    GEMM through cuBLASLt, its kernel timed per shape (run_strided_batched); else per expert.
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "kernels/batched_gemm_lt.hpp"
 #include "kernels/check.hpp"
 #include "kernels/launchers.hpp"
 
@@ -230,9 +219,10 @@ namespace {
 
 /// Equal problems at constant strides (every expert the same rows: balanced routing, or padded to
 /// capacity) are one strided-batched GEMM: cuBLAS then tiles all experts in one launch, without
-/// the grouped API's per-problem scheduling. Returns false where the problems differ.
+/// the grouped API's per-problem scheduling; cuBLASLt with its kernel timed per shape where it has
+/// one (batched_gemm_lt.hpp). Returns false where the problems differ.
 bool run_strided_batched(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems,
-                         float beta) {
+                         float beta, cudaStream_t stream) {
   if (problems.size() < 2) return false;
   const RowMajorGemm& g0 = problems[0];
   const RowMajorGemm& g1 = problems[1];
@@ -247,22 +237,26 @@ bool run_strided_batched(cublasHandle_t handle, const std::vector<RowMajorGemm>&
   // Outputs must not overlap (a stride shorter than one output would alias them).
   if (sc < static_cast<int64_t>(g0.m) * g0.n) return false;
   const ColumnMajorCall c = to_column_major(g0);
+  const int batch = static_cast<int>(problems.size());
+  if (detail::run_strided_batched_lt({c.op_first, c.op_second, c.m, c.n, c.k, g0.b, c.ld_first, sb,
+                                      g0.a, c.ld_second, sa, g0.c, c.ldc, sc, batch, beta},
+                                     stream))
+    return true;
   const float alpha = 1.f;
   EPO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, c.op_first, c.op_second, c.m, c.n, c.k, &alpha, g0.b, CUDA_R_16BF, c.ld_first, sb,
-      g0.a, CUDA_R_16BF, c.ld_second, sa, &beta, g0.c, CUDA_R_16BF, c.ldc, sc,
-      static_cast<int>(problems.size()), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      g0.a, CUDA_R_16BF, c.ld_second, sa, &beta, g0.c, CUDA_R_16BF, c.ldc, sc, batch,
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return true;
 }
 
 void run_grouped(cublasHandle_t handle, const std::vector<RowMajorGemm>& problems, float beta,
                  GroupedGemmAlgo algo, void* workspace, cudaStream_t stream, const char* fn) {
   if (problems.empty()) return;
-  // The grouped launch and the streams exist to fill the GPU with many experts' tiles; equal
-  // experts do that in one strided-batched launch.
-  if (algo != GroupedGemmAlgo::kPerExpertLoop && run_strided_batched(handle, problems, beta))
+  if (algo == GroupedGemmAlgo::kStridedBatched &&
+      run_strided_batched(handle, problems, beta, stream))
     return;
-  if (algo == GroupedGemmAlgo::kPerExpertLoop) {
+  if (algo == GroupedGemmAlgo::kPerExpertLoop || algo == GroupedGemmAlgo::kStridedBatched) {
     for (const RowMajorGemm& g : problems) run_one(handle, g, 1.f, beta);
   } else if (algo == GroupedGemmAlgo::kMultiStream) {
     run_multi_stream(handle, problems, beta, stream);
@@ -309,7 +303,6 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
   detail::require_pointer(b, kFn, "b");
   run_one(handle, RowMajorGemm{a, b, c, m, n, k, trans_a, trans_b}, alpha, beta);
 }
-
 
 namespace {
 

@@ -157,7 +157,9 @@ void gemm_bf16(cublasHandle_t handle, const bf16* a, const bf16* b, bf16* c, int
 /// cuBLAS handles, math mode copied from `handle`; one set per caller stream), forked from and
 /// joined back into `stream` with events, so GEMMs that fill only part of the GPU overlap; no
 /// workspace. epo run's `--expert-gemm auto` picks among the three by model::automatic_expert_gemm.
-enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched, kMultiStream };
+/// kStridedBatched: one strided-batched GEMM when every expert has the same rows at a constant
+/// stride (balanced routing), else one GEMM per expert.
+enum class GroupedGemmAlgo { kPerExpertLoop, kGroupedBatched, kMultiStream, kStridedBatched };
 
 /// Creates what `algo` keeps per caller stream (kMultiStream: the side streams, their cuBLAS
 /// handles and events for `stream` on the current device), so the first grouped GEMM does not

@@ -27,7 +27,7 @@ constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
 constexpr const char* kAttentionBackends[] = {"auto", "flash", "fused", "unfused", "local"};
 constexpr const char* kRouting[] = {"balanced", "uniform", "skewed", "trained"};
-constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams"};
+constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams", "strided"};
 
 }  // namespace
 

@@ -33,6 +33,7 @@ enum class ExpertGemm {
   per_expert,  ///< one GEMM per non-empty expert
   grouped,     ///< one grouped launch (cublasGemmGroupedBatchedEx) per batch of experts
   streams,     ///< per-expert GEMMs spread over four streams
+  strided,     ///< one strided-batched GEMM over equal experts (balanced routing), else per expert
 };
 
 struct Parallel {
@@ -229,7 +230,7 @@ RecomputeGranularity parse_recompute(const std::string& s, const std::string& wh
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& where);
 RoutingKind parse_routing(const std::string& s, const std::string& where);
-/// "auto", "per-expert", "grouped" or "streams".
+/// "auto", "per-expert", "grouped", "streams" or "strided".
 ExpertGemm parse_expert_gemm(const std::string& s, const std::string& where);
 
 }  // namespace epo::model

@@ -227,13 +227,16 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // TE's fused grouped MLP: one persistent kernel per GEMM over all local experts at the dense
     // rate, the activation (and its quantization) in fc1's epilogue.
     const bool fused = fused_grouped_mlp_runs(b.cfg_) && b.cfg_.virtual_ranks <= 0;
+    // Strided: equal experts (balanced routing) in one launch at the dense rate; else per expert.
+    const bool strided = path == ExpertGemm::strided && o.routing.kind == RoutingKind::balanced;
     auto expert_gemm = [&](const char* name, double n, double k) {
       Component c =
           fused ? b.filled_gemm(name, me, n, k, E_l, 1, 1.0, b.hw_.grouped_call_cost_us())
           : path == ExpertGemm::grouped
               ? b.grouped_gemm(name, me, n, k, E_l, std::ceil(calls / kGroupedLaunchBatch))
           : path == ExpertGemm::streams ? b.streams_gemm(name, me, n, k, E_l, calls)
-                                        : b.gemm(name, me, n, k, E_l, true, calls);
+          : strided ? b.filled_gemm(name, me, n, k, E_l, 1, 1.0, b.hw_.gemm_call_cost_us())
+                    : b.gemm(name, me, n, k, E_l, true, calls);
       // Only the experts with rows accumulate a weight gradient.
       if (calls < E_l) b.set_accumulate(c, P / std::max(1.0, calls), n, k, calls);
       return c;

@@ -86,8 +86,8 @@ TEST_CASE("grouped GEMMs match the references with ragged, empty and equal exper
           "[kernels][gpu]") {
   Cublas blas;
   const int n = 64, k = 128;
-  // Padded segments (align 16) with empty experts at the start, middle and end; then equal experts
-  // at a constant stride, which the grouped and multi-stream paths run as one strided batch.
+  // Padded segments (align 16) with empty experts at the start, middle and end (the strided path
+  // falls back to one GEMM per expert); then equal experts at a constant stride (one batch).
   for (const std::vector<int>& counts :
        {std::vector<int>{0, 37, 16, 0, 1, 130, 0}, std::vector<int>{48, 48, 48, 48, 48}}) {
     INFO("counts " << counts.size() << " experts, first " << counts[0]);
@@ -114,7 +114,7 @@ TEST_CASE("grouped GEMMs match the references with ragged, empty and equal exper
     DeviceBuffer<char> workspace(grouped_gemm_workspace_bytes(num_experts));
 
     for (auto algo : {GroupedGemmAlgo::kPerExpertLoop, GroupedGemmAlgo::kGroupedBatched,
-                      GroupedGemmAlgo::kMultiStream}) {
+                      GroupedGemmAlgo::kMultiStream, GroupedGemmAlgo::kStridedBatched}) {
       INFO("algo " << static_cast<int>(algo));
       // Rows outside the experts' ranges must stay untouched: prefill both sides the same.
       std::vector<uint16_t> ref_out = random_bf16(rows * n, 30);

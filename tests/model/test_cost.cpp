@@ -316,6 +316,17 @@ TEST_CASE("expert GEMMs: auto takes four streams for a small weight on a GPU of 
   big.derive_and_check();
   CHECK(fc1(big, ExpertGemm::automatic).duration_us ==
         Approx(fc1(big, ExpertGemm::per_expert).duration_us));
+  // Strided: equal experts (balanced routing) in one launch at the rate of one GEMM of all rows;
+  // with routed (unequal) rows the executor runs one GEMM per expert, and so does the model.
+  const Component strided = fc1(cfg, ExpertGemm::strided);
+  CHECK(strided.num_kernels == 1);
+  CHECK(strided.duration_us <= streams.duration_us);
+  Config routed = cfg;
+  routed.opt.routing.kind = RoutingKind::uniform;
+  routed.derive_and_check();
+  CHECK(fc1(routed, ExpertGemm::strided).duration_us ==
+        Approx(fc1(routed, ExpertGemm::per_expert).duration_us));
+  CHECK(parse_expert_gemm("strided", "--expert-gemm") == ExpertGemm::strided);
 }
 
 TEST_CASE("on GPUs of their own the host only launches the EP exchange", "[cost]") {
