@@ -36,8 +36,10 @@ struct Plan {
 
 struct DeviceLt {
   cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
   std::map<ShapeKey, Plan*> plans;  // never freed: kept for the life of the process
+  // One workspace per caller stream: virtual ranks run their GEMMs concurrently, each on its own
+  // stream, and a kernel's workspace must not serve two running kernels.
+  std::map<cudaStream_t, void*> workspaces;
 };
 
 cublasLtMatrixLayout_t layout(int rows, int cols, int ld, std::int64_t stride, int batch) {
@@ -76,17 +78,18 @@ Plan* make_plan(DeviceLt& dev, const StridedBatch& g) {
   return p;
 }
 
-void launch(DeviceLt& dev, const Plan& p, int which, const StridedBatch& g, bf16* c,
-            cudaStream_t stream) {
+void launch(cublasLtHandle_t handle, void* workspace, const Plan& p, int which,
+            const StridedBatch& g, bf16* c, cudaStream_t stream) {
   const float alpha = 1.f;
-  EPO_CUBLAS_CHECK(cublasLtMatmul(dev.handle, p.desc, &alpha, g.a, p.a, g.b, p.b, &g.beta, c, p.c,
-                                  c, p.c, &p.candidates[which].algo, dev.workspace,
-                                  kLtWorkspaceBytes, stream));
+  EPO_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, g.a, p.a, g.b, p.b, &g.beta, c, p.c, c,
+                                  p.c, &p.candidates[which].algo, workspace, kLtWorkspaceBytes,
+                                  stream));
 }
 
 /// Times each candidate (one warm-up, three timed runs) and returns the fastest. With beta 0 the
 /// repeated runs leave c as one run does; an accumulating call is timed on a scratch output.
-int time_candidates(DeviceLt& dev, const Plan& p, const StridedBatch& g, cudaStream_t stream) {
+int time_candidates(cublasLtHandle_t handle, void* workspace, const Plan& p, const StridedBatch& g,
+                    cudaStream_t stream) {
   bf16* out = g.c;
   void* scratch = nullptr;
   if (g.beta != 0.f) {
@@ -100,9 +103,9 @@ int time_candidates(DeviceLt& dev, const Plan& p, const StridedBatch& g, cudaStr
   int best = 0;
   float best_ms = 0;
   for (int i = 0; i < static_cast<int>(p.candidates.size()); ++i) {
-    launch(dev, p, i, g, out, stream);
+    launch(handle, workspace, p, i, g, out, stream);
     EPO_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int r = 0; r < 3; ++r) launch(dev, p, i, g, out, stream);
+    for (int r = 0; r < 3; ++r) launch(handle, workspace, p, i, g, out, stream);
     EPO_CUDA_CHECK(cudaEventRecord(stop, stream));
     EPO_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
@@ -129,16 +132,19 @@ bool run_strided_batched_lt(const StridedBatch& g, cudaStream_t stream) {
   const bool capturing = capture != cudaStreamCaptureStatusNone;
   DeviceLt* dev = nullptr;
   Plan* plan = nullptr;
+  void* workspace = nullptr;
   {
     // The lock covers the lookup and the creation only, never a launch or a synchronisation
     // (see side_pool in grouped_gemm.cu).
     std::lock_guard<std::mutex> lock(mutex);
     dev = &devices[device];
-    if (dev->handle == nullptr) {
+    void*& ws = dev->workspaces[stream];
+    if (ws == nullptr) {
       if (capturing) return false;  // no allocation inside a graph capture: cuBLAS's path
-      EPO_CUBLAS_CHECK(cublasLtCreate(&dev->handle));
-      EPO_CUDA_CHECK(cudaMalloc(&dev->workspace, kLtWorkspaceBytes));
+      if (dev->handle == nullptr) EPO_CUBLAS_CHECK(cublasLtCreate(&dev->handle));
+      EPO_CUDA_CHECK(cudaMalloc(&ws, kLtWorkspaceBytes));
     }
+    workspace = ws;
     Plan*& slot = dev->plans[key];
     if (slot == nullptr) slot = make_plan(*dev, g);
     plan = slot;
@@ -146,10 +152,10 @@ bool run_strided_batched_lt(const StridedBatch& g, cudaStream_t stream) {
   if (plan->candidates.empty()) return false;
   int which = plan->chosen.load();
   if (which < 0 && !capturing) {
-    which = time_candidates(*dev, *plan, g, stream);
+    which = time_candidates(dev->handle, workspace, *plan, g, stream);
     plan->chosen.store(which);
   }
-  launch(*dev, *plan, std::max(which, 0), g, g.c, stream);
+  launch(dev->handle, workspace, *plan, std::max(which, 0), g, g.c, stream);
   return true;
 }
 
