@@ -60,6 +60,7 @@ void print_memory(const model::MemoryBreakdown& m) {
   row("transient at the peak", m.transient_bytes);
   row("dispatcher buffers", m.dispatcher_buffers_bytes);
   if (m.cuda_graph_bytes > 0) row("CUDA-graph surfaces", m.cuda_graph_bytes);
+  row("library workspaces", m.workspace_bytes);
   row("allocated (PyTorch peak)", m.allocated_bytes);
   row("framework + fragmentation", m.framework_overhead_bytes);
   row("total", m.total_bytes);
@@ -102,7 +103,8 @@ nlohmann::json prediction_json(const model::Config& cfg, const model::Prediction
             {"delayed_wgrad_bytes", m.delayed_wgrad_bytes},
             {"framework_overhead_bytes", m.framework_overhead_bytes},
             {"fp8_weight_bytes", m.fp8_weight_bytes}, {"transient_bytes", m.transient_bytes},
-            {"cuda_graph_bytes", m.cuda_graph_bytes}, {"allocated_bytes", m.allocated_bytes},
+            {"cuda_graph_bytes", m.cuda_graph_bytes}, {"workspace_bytes", m.workspace_bytes},
+            {"allocated_bytes", m.allocated_bytes},
             {"peak_stage", m.peak_stage}, {"stage_total_bytes", m.stage_total_bytes},
             {"total_bytes", m.total_bytes}, {"capacity_bytes", m.capacity_bytes},
             {"fits", m.fits}, {"margin_bytes", m.margin_bytes}}},

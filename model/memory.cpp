@@ -172,6 +172,18 @@ double dispatcher_buffers(const Config& cfg) {
 }
 
 /// Static input/output surfaces TE or Megatron keep for each captured graph (per layer, scope).
+/// cuBLAS workspaces that go through PyTorch's caching allocator (so max_memory_allocated counts
+/// them): Transformer Engine's (32 MiB + 1 KiB from Hopper on, 4 MiB before; four more for its
+/// grouped GEMM's streams where experts run grouped, cpp_extensions/gemm.py) and PyTorch's own for
+/// the GEMMs outside Transformer Engine (router, output layer: 8 x 4 MiB, CUBLAS_WORKSPACE_CONFIG
+/// ":4096:8", what Megatron's CI sets and PyTorch's Hopper default).
+double library_workspace_bytes(const Config& cfg) {
+  const double MiB = 1024.0 * 1024.0;
+  const double te = cfg.hw.compute_capability_major >= 9 ? 32 * MiB + 1024 : 4 * MiB;
+  const bool grouped = cfg.model.num_experts > 0 && cfg.opt.moe_grouped_gemm;
+  return te * (grouped ? 5 : 1) + 8 * 4 * MiB;
+}
+
 double cuda_graph_bytes(const Config& cfg, int layers) {
   const Options& o = cfg.opt;
   if (o.cuda_graph_impl != CudaGraphImpl::transformer_engine &&
@@ -245,12 +257,14 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     mb.microbatches_in_flight = sp.chunks;
     mb.dispatcher_buffers_bytes = buffers;
     mb.cuda_graph_bytes = cuda_graph_bytes(cfg, layers);
-    mb.allocated_bytes = mb.weights_bytes + mb.fp8_weight_bytes + mb.gradients_bytes +
-                         mb.optimizer_bytes + mb.activations_bytes + mb.transient_bytes +
-                         mb.dispatcher_buffers_bytes + mb.cuda_graph_bytes;
-    // CUDA context, NCCL communicators and library workspaces, then the caching allocator's
-    // reserve over what it hands out.
-    mb.framework_overhead_bytes = 2.0 * kGiB + 0.05 * mb.allocated_bytes;
+    mb.workspace_bytes = library_workspace_bytes(cfg);
+    const double tensors = mb.weights_bytes + mb.fp8_weight_bytes + mb.gradients_bytes +
+                           mb.optimizer_bytes + mb.activations_bytes + mb.transient_bytes +
+                           mb.dispatcher_buffers_bytes + mb.cuda_graph_bytes;
+    mb.allocated_bytes = tensors + mb.workspace_bytes;
+    // CUDA context and NCCL communicators (outside the allocator; 2 GiB with the workspaces
+    // above), then the caching allocator's reserve over the tensors it hands out.
+    mb.framework_overhead_bytes = 2.0 * kGiB - mb.workspace_bytes + 0.05 * tensors;
     mb.total_bytes = mb.allocated_bytes + mb.framework_overhead_bytes;
     best.stage_total_bytes[static_cast<std::size_t>(r)] = mb.total_bytes;
     if (r == 0 || mb.total_bytes > best.total_bytes) {

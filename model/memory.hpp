@@ -24,6 +24,7 @@ struct MemoryBreakdown {
   double overlap_extra_bytes = 0;       ///< what overlap's extra micro-batch adds (in activations)
   double delayed_wgrad_bytes = 0;       ///< inputs kept for delayed wgrad (in transient)
   double cuda_graph_bytes = 0;          ///< static input/output surfaces of captured graphs
+  double workspace_bytes = 0;  ///< cuBLAS workspaces PyTorch and Transformer Engine allocate
   double framework_overhead_bytes = 0;  ///< CUDA context, NCCL, library workspaces, fragmentation
   double allocated_bytes = 0;           ///< what PyTorch allocates (max_memory_allocated's peak)
   double total_bytes = 0;               ///< allocated + framework overhead

@@ -70,6 +70,7 @@ void memory_chart(Page& page, const nlohmann::json& p, const std::string& where)
       {"transient_bytes", "transient at the peak"},
       {"dispatcher_buffers_bytes", "dispatcher buffers"},
       {"cuda_graph_bytes", "CUDA-graph surfaces"},
+      {"workspace_bytes", "library workspaces"},
       {"framework_overhead_bytes", "framework + fragmentation"}};
   BarSpec spec;
   spec.title = "Memory per GPU against the capacity";

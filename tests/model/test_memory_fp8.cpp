@@ -173,3 +173,20 @@ TEST_CASE("published Blackwell MXFP8 recipes: in memory as they ran", "[memory]"
   q.opt.offload_modules = {"expert_fc1", "moe_act"};
   CHECK(estimate_memory(q).fits);
 }
+
+TEST_CASE("cuBLAS workspaces through the allocator: counted as allocated, not as overhead",
+          "[memory]") {
+  Config cfg = tiny_on("h100-sxm");
+  const double MiB = 1024.0 * 1024.0;
+  // Transformer Engine's workspace and its grouped GEMM's four, PyTorch's 8 x 4 MiB.
+  const MemoryBreakdown grouped = estimate_memory(cfg);
+  CHECK(grouped.workspace_bytes == Approx(5 * (32 * MiB + 1024) + 32 * MiB));
+  cfg.opt.moe_grouped_gemm = false;
+  const MemoryBreakdown loop = estimate_memory(cfg);
+  CHECK(loop.workspace_bytes == Approx(32 * MiB + 1024 + 32 * MiB));
+  // The allocated peak carries them; the total beside the CUDA context stays what it was.
+  CHECK(grouped.allocated_bytes - loop.allocated_bytes == Approx(4 * (32 * MiB + 1024)));
+  CHECK(grouped.total_bytes == Approx(loop.total_bytes));
+  CHECK(grouped.allocated_bytes > grouped.weights_bytes + grouped.gradients_bytes +
+                                      grouped.optimizer_bytes + grouped.activations_bytes);
+}
