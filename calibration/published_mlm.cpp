@@ -244,6 +244,12 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   else o.cuda_graph_modules = words(scope);
   const double cap = a.num("--moe-expert-capacity-factor", 0);
   if (std::isfinite(cap) && cap > 0) o.capacity_factor = cap;
+  // Megatron-LM's dropout defaults (0.1 each) where the test leaves them.
+  const double attn_drop = a.num("--attention-dropout", 0.1);
+  const double hidden_drop = a.num("--hidden-dropout", 0.1);
+  if (std::isfinite(attn_drop) && attn_drop >= 0 && attn_drop <= 1) o.attention_dropout = attn_drop;
+  if (std::isfinite(hidden_drop) && hidden_drop >= 0 && hidden_drop <= 1)
+    o.hidden_dropout = hidden_drop;
   if (a.flag("--moe-router-force-load-balancing")) o.routing.kind = model::RoutingKind::balanced;
   if (a.flag("--manual-gc")) o.manual_gc_interval = a.integer("--manual-gc-interval", 0);
   if (j.contains("env") && j["env"].is_object() && j["env"].contains("CUDA_DEVICE_MAX_CONNECTIONS")) {

@@ -80,6 +80,9 @@ Part attention(const Config& cfg, double hs) {
     const double probs = S * static_cast<double>(cfg.par.seq_length) * m.num_attention_heads /
                          tp * kAct;
     a.keep(probs, selective(o, "core_attn"));
+    // With attention dropout the dropout's mask (1 byte) and the dropped probabilities (the
+    // second GEMM's input) are kept too; a fused kernel keeps only its random state.
+    if (o.attention_dropout > 0) a.keep(probs / kAct + probs, selective(o, "core_attn"));
     a.forward = std::max(a.forward, 2 * probs);
     scores_bwd = 2 * probs;
   } else {

@@ -165,7 +165,8 @@ const std::vector<double>& trained_placements(int E, int k, int R) {
     std::vector<double> shares(static_cast<std::size_t>(kPlacements) * R, 0.0);
     for (int t = 0; t < kPlacements; ++t) {
       std::shuffle(perm.begin(), perm.end(), rng);
-      for (int e = 0; e < E; ++e) shares[static_cast<std::size_t>(t) * R + e / (E / R)] += pi[perm[e]] / k;
+      double* rank_share = shares.data() + static_cast<std::size_t>(t) * R;
+      for (int e = 0; e < E; ++e) rank_share[e / (E / R)] += pi[perm[e]] / k;
     }
     it = cache.emplace(std::make_tuple(E, k, R), std::move(shares)).first;
   }

@@ -205,7 +205,8 @@ TEST_CASE("a dropless row routes with a trained router, its forced-balance twin 
   CHECK(dropless.config->opt.routing.kind == model::RoutingKind::trained);
   CHECK(dropless.assumptions.back().find("trained router") != std::string::npos);
   row["id"] = "zoo-16384-forced-balance";
-  row["other_settings"] = {{"routing", "forced-balance"}, {"moe_router_force_load_balancing", true}};
+  row["other_settings"] = {{"routing", "forced-balance"},
+                           {"moe_router_force_load_balancing", true}};
   const PublishedRow forced = map_published_row(row, clusters);
   REQUIRE(forced.config);
   CHECK(forced.config->opt.routing.kind == model::RoutingKind::balanced);
@@ -244,4 +245,30 @@ TEST_CASE("repeated A/B pairs are merged: median change, spread, and a verdict o
   // Without repeats there is nothing to merge.
   rep.pairs = {pair(0, 3, -1, -2)};
   CHECK(published_report_text(rep).find("repeats merged") == std::string::npos);
+}
+
+TEST_CASE("a Megatron-LM CI row takes Megatron-LM's dropout defaults where its arguments say none",
+          "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = {{"id", "moe/ci_case::dev_dgx_h100"}, {"platform", "dgx_h100"},
+                        {"gpus", 8}, {"iteration_time_s_median", 0.3}};
+  row["args"] = {{"--num-layers", 2}, {"--hidden-size", 512}, {"--num-attention-heads", 8},
+                 {"--seq-length", 1024}, {"--max-position-embeddings", 1024},
+                 {"--micro-batch-size", 4}, {"--global-batch-size", 32}, {"--num-experts", 8},
+                 {"--moe-router-topk", 1}, {"--expert-model-parallel-size", 2},
+                 {"--bf16", true}, {"--attention-backend", "unfused"}};
+  const PublishedRow silent = map_published_row(row, clusters);
+  REQUIRE(silent.config);
+  CHECK(silent.config->opt.attention_dropout == 0.1);
+  CHECK(silent.config->opt.hidden_dropout == 0.1);
+  row["args"]["--attention-dropout"] = 0.0;
+  row["args"]["--hidden-dropout"] = "0.0";
+  const PublishedRow set = map_published_row(row, clusters);
+  REQUIRE(set.config);
+  CHECK(set.config->opt.attention_dropout == 0.0);
+  CHECK(set.config->opt.hidden_dropout == 0.0);
+  // Unfused attention keeps the dropout's mask and output: more memory with the defaults.
+  CHECK(model::estimate_memory(*silent.config, 1).activations_bytes >
+        model::estimate_memory(*set.config, 1).activations_bytes);
 }

@@ -263,6 +263,16 @@ TEST_CASE("unfused attention materialises the scores: more time and the probabil
   rc.opt.recompute_granularity = RecomputeGranularity::selective;
   rc.opt.recompute_modules = {"core_attn"};
   CHECK(estimate_memory(rc, 1).activations_bytes < mf.activations_bytes + probs);
+  // Attention dropout keeps its mask (1 byte) and the dropped probabilities (bf16) beside them;
+  // the fused kernel keeps neither.
+  Config dropped = unfused;
+  dropped.opt.attention_dropout = 0.1;
+  const double extra = (estimate_memory(dropped, 1).activations_bytes - mu.activations_bytes) /
+                       fused.model.num_layers;
+  CHECK(extra == Approx(1.5 * probs).epsilon(0.05));
+  Config fused_dropped = fused;
+  fused_dropped.opt.attention_dropout = 0.1;
+  CHECK(estimate_memory(fused_dropped, 1).activations_bytes == Approx(mf.activations_bytes));
 }
 
 TEST_CASE("without the loss fusion the cross-entropy keeps an fp32 copy of the logits",
