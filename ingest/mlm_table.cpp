@@ -62,6 +62,14 @@ void hybrid_pattern(S&, const V& v) {
                     "' holds Mamba layers (M), which are not modelled");
 }
 
+/// A dropout probability: 0 to 1.
+double probability(const V& v) {
+  const double p = v.number(0.0);
+  EPO_REQUIRE_INPUT(p >= 0 && p <= 1, v.where(), ": '", v.raw(),
+                    "' is not a probability (allowed: 0..1)");
+  return p;
+}
+
 void score_function(S& s, const V& v) {
   const std::string t = v.text();
   EPO_REQUIRE_INPUT(t.empty() || t == "softmax" || t == "sigmoid", v.where(), ": '", v.raw(),
@@ -156,6 +164,8 @@ const std::vector<Row>& table_rows() {
       {"moe_shared_expert_overlap", [](S& s, const V& v) { s.c.opt.moe_shared_expert_overlap = v.boolean(); }},
       {"moe_grouped_gemm", [](S& s, const V& v) { s.c.opt.moe_grouped_gemm = v.boolean(); }},
       {"moe_expert_capacity_factor", [](S& s, const V& v) { s.c.opt.capacity_factor = v.number(0.0); }},
+      {"attention_dropout", [](S& s, const V& v) { s.c.opt.attention_dropout = probability(v); }},
+      {"hidden_dropout", [](S& s, const V& v) { s.c.opt.hidden_dropout = probability(v); }},
       {"moe_expert_rank_capacity_factor",
        [](S& s, const V& v) { s.c.opt.rank_capacity_factor = v.number(0.0); }},
       {"moe_paged_stash", [](S& s, const V& v) { s.c.opt.paged_stash = v.boolean(); }},

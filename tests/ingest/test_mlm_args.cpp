@@ -81,6 +81,30 @@ TEST_CASE("--manual-gc-interval counts only with --manual-gc, as Megatron-LM run
   CHECK(config_from_mlm_args(base, args + "--manual-gc", "c", r).opt.manual_gc_interval == 0);
 }
 
+TEST_CASE("dropout: Megatron-LM's 0.1 where the arguments are silent, a probability where set") {
+  const std::string args =
+      "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 1024 "
+      "--micro-batch-size 1 --bf16 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 128 "
+      "--expert-model-parallel-size 4 --world-size 8 ";
+  model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  const model::Config silent = config_from_mlm_args(base, args, "a", r);
+  CHECK(silent.opt.attention_dropout == 0.1);
+  CHECK(silent.opt.hidden_dropout == 0.1);
+  const model::Config set =
+      config_from_mlm_args(base, args + "--attention-dropout 0.0 --hidden-dropout 0.0", "b", r);
+  CHECK(set.opt.attention_dropout == 0.0);
+  CHECK(set.opt.hidden_dropout == 0.0);
+  try {
+    config_from_mlm_args(base, args + "--attention-dropout 2", "c", r);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("--attention-dropout") != std::string::npos);
+    CHECK(std::string(e.what()).find("0..1") != std::string::npos);
+    CHECK(e.exit_code() == 2);
+  }
+}
+
 TEST_CASE("a malformed value is an input error naming the flag") {
   const model::Config base = test::blank_base(test::sample_config("tiny", 0));
   ReadReport r;
