@@ -12,6 +12,12 @@ using namespace epo;
 using namespace epo::ingest;
 
 namespace {
+
+/// A small MoE launch line: the flags the option tests add to.
+const char* const kSmallMoeArgs =
+    "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 1024 "
+    "--micro-batch-size 1 --bf16 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 128 "
+    "--expert-model-parallel-size 4 --world-size 8 ";
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -68,10 +74,7 @@ TEST_CASE("a launch script: torchrun prefix, continuations, --flag=value, --no-*
 }
 
 TEST_CASE("--manual-gc-interval counts only with --manual-gc, as Megatron-LM runs it") {
-  const std::string args =
-      "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 1024 "
-      "--micro-batch-size 1 --bf16 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 128 "
-      "--expert-model-parallel-size 4 --world-size 8 ";
+  const std::string args = kSmallMoeArgs;
   model::Config base = test::blank_base(test::sample_config("tiny", 0));
   ReadReport r;
   CHECK(config_from_mlm_args(base, args + "--manual-gc --manual-gc-interval 5", "a", r)
@@ -82,10 +85,7 @@ TEST_CASE("--manual-gc-interval counts only with --manual-gc, as Megatron-LM run
 }
 
 TEST_CASE("dropout: Megatron-LM's 0.1 where the arguments are silent, a probability where set") {
-  const std::string args =
-      "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 1024 "
-      "--micro-batch-size 1 --bf16 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 128 "
-      "--expert-model-parallel-size 4 --world-size 8 ";
+  const std::string args = kSmallMoeArgs;
   model::Config base = test::blank_base(test::sample_config("tiny", 0));
   ReadReport r;
   const model::Config silent = config_from_mlm_args(base, args, "a", r);
