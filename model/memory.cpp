@@ -171,7 +171,6 @@ double dispatcher_buffers(const Config& cfg) {
   return 2.0 * std::max(512.0, s.moe_tokens) * m.hidden_size * 2 * s.ep_ranks_per_domain;
 }
 
-/// Static input/output surfaces TE or Megatron keep for each captured graph (per layer, scope).
 /// cuBLAS workspaces that go through PyTorch's caching allocator (so max_memory_allocated counts
 /// them): Transformer Engine's (32 MiB + 1 KiB from Hopper on, 4 MiB before; four more for its
 /// grouped GEMM's streams where experts run grouped, cpp_extensions/gemm.py) and PyTorch's own for
@@ -184,6 +183,7 @@ double library_workspace_bytes(const Config& cfg) {
   return te * (grouped ? 5 : 1) + 8 * 4 * MiB;
 }
 
+/// Static input/output surfaces TE or Megatron keep for each captured graph (per layer, scope).
 double cuda_graph_bytes(const Config& cfg, int layers) {
   const Options& o = cfg.opt;
   if (o.cuda_graph_impl != CudaGraphImpl::transformer_engine &&

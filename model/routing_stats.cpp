@@ -213,8 +213,6 @@ double expected_max_load_factor(const RoutingShape& s, RoutingKind kind, double 
     auto key = std::make_tuple(E, k, R, skew, seed);
     auto it = cache.find(key);
     if (it == cache.end()) {
-      // Probability that expert e is among a token's k experts when they are drawn by popularity
-      // without replacement: pi_e ~ 1 - exp(-lambda p_e), lambda such that sum pi_e = k.
       const auto pi = selection_probability(expert_popularity(E, kind, skew, seed), k);
       std::vector<double> sh(R, 0.0);
       for (int e = 0; e < E; ++e) sh[e / (E / R)] += pi[e] / k;
@@ -227,11 +225,6 @@ double expected_max_load_factor(const RoutingShape& s, RoutingKind kind, double 
   const double p = 1.0 / R;
   const double var_token = k * p * (1 - p) * (E - k) / std::max(1.0, E - 1.0);
   const double sigma = std::sqrt(tokens_per_rank * R * var_token);
-  double best = 0.0;
-  const double z = expected_max_std_normal(R);
-  for (int r = 0; r < R; ++r) best = std::max(best, share[r] * total_pairs);
-  // Noise on top of the expected busiest rank: for uniform routing every rank is equally likely to
-  // be the busiest, so the max of R normals applies; with skew the busiest is known, add one sigma.
   if (kind == RoutingKind::trained) {
     // The busiest rank, averaged over placements of the trained profile's experts, each rank's
     // draw noise taken from a fixed table of standard normals.
@@ -248,6 +241,11 @@ double expected_max_load_factor(const RoutingShape& s, RoutingKind kind, double 
     }
     return std::max(1.0, sum / kPlacements / mean);
   }
+  double best = 0.0;
+  const double z = expected_max_std_normal(R);
+  for (int r = 0; r < R; ++r) best = std::max(best, share[r] * total_pairs);
+  // Noise on top of the expected busiest rank: for uniform routing every rank is equally likely to
+  // be the busiest, so the max of R normals applies; with skew the busiest is known, add one sigma.
   const double noise = kind == RoutingKind::uniform ? z * sigma : sigma;
   return (best + noise) / mean;
 }
