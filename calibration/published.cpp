@@ -23,12 +23,12 @@ std::string preset_for_model(const std::string& label, std::string* why) {
   const std::string l = lower(label);
   struct Known { const char* needle; const char* preset; };
   // Architectures EPO cannot express: say so instead of approximating them.
-  for (const char* hybrid : {"nemotron", "qwen3-next", "deepseek-v4"}) {
-    if (contains(l, hybrid)) {
+  for (const char* other : {"qwen3-next", "deepseek-v4", "nemotron-3.5"}) {
+    if (contains(l, other)) {
       *why = std::string("architecture not modelled: ") +
-             (contains(l, "nemotron") ? "hybrid Mamba + attention + MoE layers"
-              : contains(l, "qwen3-next") ? "gated delta-net linear attention layers"
-                                          : "DeepSeek-V4 attention (compressed sparse attention)");
+             (contains(l, "qwen3-next")    ? "gated delta-net linear attention layers"
+              : contains(l, "deepseek-v4") ? "DeepSeek-V4 attention (compressed sparse attention)"
+                                           : "Nemotron 3.5 (no published architecture)");
       return "";
     }
   }
@@ -38,6 +38,8 @@ std::string preset_for_model(const std::string& label, std::string* why) {
       {"kimi-k2", "kimi-k2"}, {"moonlight-16b", "moonlight-16b-a3b"},
       {"mixtral-8x7b", "mixtral-8x7b"}, {"mixtral-8x22b", "mixtral-8x22b"},
       {"qwen2-57b-a14b", "qwen2-57b-a14b"}, {"gpt-oss-120b", "gpt-oss-120b"},
+      {"nemotron-3-nano", "nemotron-3-nano"}, {"nemotron-3-super", "nemotron-3-super"},
+      {"nemotron-3-ultra", "nemotron-3-ultra"}, {"nemotron3nano", "nemotron-3-nano"},
   };
   for (const auto& k : kKnown) {
     if (!contains(l, k.needle)) continue;
@@ -190,7 +192,15 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   for (const char* key : {"gpus", "seq", "gbs", "tp", "pp", "ep"})
     if (!std::isfinite(num_field(j, key)))
       return reject(std::string("configuration not published (") + key + " missing)");
-  if (int_field(j, "fsdp", 0) > 0) return reject("Megatron-FSDP runs are not modelled");
+  const nlohmann::json* recipe = nullptr;  // the recipe's assignments, where recorded
+  if (j.contains("other_settings") && j["other_settings"].is_object() &&
+      j["other_settings"].contains("recipe_assignments") &&
+      j["other_settings"]["recipe_assignments"].is_object())
+    recipe = &j["other_settings"]["recipe_assignments"];
+  if (int_field(j, "fsdp", 0) > 0 ||
+      (recipe && recipe->contains("ddp.use_megatron_fsdp") &&
+       (*recipe)["ddp.use_megatron_fsdp"] == true))
+    return reject("Megatron-FSDP runs are not modelled");
   const std::string prec = lower(r.precision);
   if (contains(prec, "fp4")) return reject("NVFP4 precision is not modelled");
   if (str_field(j, "phase") != "" && str_field(j, "phase") != "pretrain")

@@ -1,5 +1,5 @@
 // Per-cluster fit on published runs: coordinate descent with golden-section line searches over
-// four bounded parameters, minimising the mean |ln(predicted / published TFLOP/s)| of the rows
+// five bounded parameters, minimising the mean |ln(predicted / published TFLOP/s)| of the rows
 // fitted on (beyond ln 1.5 a row's term grows at a quarter of the rate, so a row the model cannot
 // explain weighs less). Rows are predicted with the fast path (within ~1 % of the simulation).
 #include "calibration/published_fit.hpp"
@@ -20,6 +20,9 @@ struct Param {
   double model::HardwareProfile::*field;
   double lo, hi;
   const char* what;
+  /// Searched on a log scale: a rate spanning decades whose objective is flat at the top (the
+  /// kernel then bound by its bytes), where a linear search's first points would both fall.
+  bool log_scale = false;
 };
 
 const Param kParams[] = {
@@ -31,6 +34,8 @@ const Param kParams[] = {
      "scale-out network efficiency"},
     {"framework_step_host_us", &model::HardwareProfile::framework_step_host_us, 0.0, 1e6,
      "framework host time per step"},
+    {"ssd_efficiency", &model::HardwareProfile::ssd_efficiency, 0.003, 0.6,
+     "Mamba-2 scan efficiency", true},
 };
 
 /// Rows whose steps are this short weigh the per-step host time (a few % of the step or more);
@@ -100,8 +105,9 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
     ClusterFit fit;
     fit.rows = static_cast<int>(fr.size());
     fit.before_mean_abs_log = objective(fr, hw);
-    bool any_fp8 = false, any_bf16 = false, any_net = false, any_short = false;
+    bool any_fp8 = false, any_bf16 = false, any_net = false, any_short = false, any_ssd = false;
     for (const auto& r : fr) {
+      any_ssd = any_ssd || (r.published_tflops > 0 && r.cfg.model.hybrid.count('M') > 0);
       any_short = any_short || (r.published_step_s > 0 && r.published_step_s < kShortStepS);
       if (r.published_tflops <= 0) continue;
       (r.cfg.opt.precision == model::Precision::fp8 ? any_fp8 : any_bf16) = true;
@@ -126,6 +132,7 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
           continue;
         if (p.field == &model::HardwareProfile::fp8_gemm_efficiency && !any_fp8) continue;
         if (p.field == &model::HardwareProfile::net_efficiency && !any_net) continue;
+        if (p.field == &model::HardwareProfile::ssd_efficiency && !any_ssd) continue;
         if (per_step ? !any_short : rated.empty()) continue;
         std::vector<FitRow>& on = per_step ? fr : rated;
         auto f = [&](double v) {
@@ -133,7 +140,10 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
           t.*(p.field) = v;
           return objective(on, t);
         };
-        hw.*(p.field) = golden(f, p.lo, p.hi, 18);
+        hw.*(p.field) =
+            p.log_scale ? std::exp(golden([&](double x) { return f(std::exp(x)); },
+                                          std::log(p.lo), std::log(p.hi), 18))
+                        : golden(f, p.lo, p.hi, 18);
         fitted[p.name] = on.size();
       }
     }

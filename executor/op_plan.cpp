@@ -72,6 +72,8 @@ void check_runnable(const model::Config& cfg, const RunOptions& options) {
            m.shared_expert_ffn_hidden_size % 8 == 0 && m.ffn_hidden_size % 8 == 0,
        "hidden and FFN sizes must be multiples of 8 (16-byte rows)");
   need(m.gated_linear_unit, "only SwiGLU experts are executed");
+  need(!m.hybrid.enabled() && m.moe_latent_size == 0,
+       "hybrid Mamba layers and latent MoE are modelled (predict, plan), not executed");
   need(cfg.par.num_microbatches() >= 1, "the step has no micro-batch (gbs < mbs * dp)");
   EPO_REQUIRE_INPUT(options.iters >= 1, "--iters = ", options.iters, " is out of range (>= 1)");
   EPO_REQUIRE_INPUT(options.warmup >= 0, "--warmup = ", options.warmup, " is out of range (>= 0)");

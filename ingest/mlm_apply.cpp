@@ -7,6 +7,7 @@
 
 #include "ingest/layer_pattern.hpp"
 #include "ingest/mlm_table_detail.hpp"
+#include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/pipeline_layout.hpp"
 
@@ -59,6 +60,28 @@ model::ModelSpec megatron_model() {
   return m;
 }
 
+/// A hybrid model (Megatron's hybrid_layer_pattern): '|' marks pipeline stage breaks, each '/'
+/// part after the main layers one MTP depth; Mamba heads default to twice the hidden size over
+/// the head width (MambaMixer's expand of 2).
+void finish_hybrid(TableState& s, const std::map<std::string, Value>& given) {
+  auto& m = s.c.model;
+  const std::string where = given.count("hybrid_layer_pattern")
+                                ? given.at("hybrid_layer_pattern").where()
+                                : given.at("hybrid_override_pattern").where();
+  std::string main_part = s.hybrid_pattern.substr(0, s.hybrid_pattern.find('/'));
+  main_part.erase(std::remove(main_part.begin(), main_part.end(), '|'), main_part.end());
+  const int depths = static_cast<int>(std::count(s.hybrid_pattern.begin(), s.hybrid_pattern.end(), '/'));
+  if (depths > 0 && m.mtp_num_layers == 0) m.mtp_num_layers = depths;
+  model::HybridSpec& y = m.hybrid;
+  y.pattern = main_part;
+  if (s.mamba_head_dim > 0) y.mamba_head_dim = s.mamba_head_dim;
+  if (s.mamba_state > 0) y.mamba_state_dim = s.mamba_state;
+  if (s.mamba_groups > 0) y.mamba_num_groups = s.mamba_groups;
+  y.mamba_num_heads = s.mamba_heads > 0 ? s.mamba_heads : 2 * m.hidden_size / std::max(1, y.mamba_head_dim);
+  if (!given.count("num_layers")) m.num_layers = static_cast<int>(main_part.size());
+  model::apply_hybrid_pattern(m, where);
+}
+
 void finish_model(TableState& s, bool from_args, const std::map<std::string, Value>& given) {
   auto& m = s.c.model;
   auto has = [&](const char* k) { return given.count(k) > 0; };
@@ -102,6 +125,7 @@ void finish_model(TableState& s, bool from_args, const std::map<std::string, Val
     m.first_k_dense_layers = 0;
   }
   if (m.num_experts == 0) m.first_k_dense_layers = 0;
+  if (!s.hybrid_pattern.empty()) finish_hybrid(s, given);
 }
 
 void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {

@@ -103,7 +103,7 @@ model::Config config_from_mlm_args(const model::Config& base, const std::string&
 std::string emit_mlm_model_args(const model::ModelSpec& m) {
   std::vector<std::string> a;
   auto num = [&](const char* k, long long v) { a.push_back(std::string(k) + " " + std::to_string(v)); };
-  num("--num-layers", m.num_layers);
+  num("--num-layers", m.published_layers());
   num("--hidden-size", m.hidden_size);
   num("--num-attention-heads", m.num_attention_heads);
   if (m.num_query_groups > 0 && m.num_query_groups != m.num_attention_heads) {
@@ -135,7 +135,18 @@ std::string emit_mlm_model_args(const model::ModelSpec& m) {
                 (m.score_function == model::ScoreFunction::sigmoid ? "sigmoid" : "softmax"));
   }
   if (m.mtp_num_layers > 0) num("--mtp-num-layers", m.mtp_num_layers);
+  if (m.moe_latent_size > 0) num("--moe-latent-size", m.moe_latent_size);
+  if (m.hybrid.enabled()) {
+    const model::HybridSpec& y = m.hybrid;
+    a.push_back("--is-hybrid-model");
+    a.push_back("--hybrid-layer-pattern " + y.pattern);
+    num("--mamba-num-heads", y.mamba_num_heads);
+    num("--mamba-head-dim", y.mamba_head_dim);
+    num("--mamba-state-dim", y.mamba_state_dim);
+    num("--mamba-num-groups", y.mamba_num_groups);
+  }
   if (m.gated_linear_unit) a.push_back("--swiglu");
+  else if (m.hybrid.enabled()) a.push_back("--squared-relu");
   num("--vocab-size", m.vocab_size);
   num("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
   // What every preset shares and Megatron-LM's defaults do not (LayerNorm, learned absolute

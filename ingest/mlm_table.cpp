@@ -50,16 +50,9 @@ void layout(S& s, const V& v) {
   s.c.par.pipeline_layout = l;
 }
 
-/// Mamba layers (hybrid models) are not in the cost model: refuse rather than predict the
-/// transformer the other arguments describe.
-void hybrid_model(S&, const V& v) {
-  EPO_REQUIRE_INPUT(v.is_none() || !v.boolean(), v.where(),
-                    ": a hybrid (Mamba) model; its Mamba layers are not modelled");
-}
-void hybrid_pattern(S&, const V& v) {
-  const std::string t = v.is_none() ? "" : v.text();
-  EPO_REQUIRE_INPUT(t.find('M') == std::string::npos, v.where(), ": '", v.raw(),
-                    "' holds Mamba layers (M), which are not modelled");
+/// A hybrid model's layer pattern (finish_model reads it with the Mamba sizes).
+void hybrid_pattern(S& s, const V& v) {
+  s.hybrid_pattern = v.is_none() ? "" : v.text();
 }
 
 /// A dropout probability: 0 to 1.
@@ -215,7 +208,14 @@ const std::vector<Row>& table_rows() {
            s.c.opt.attention_backend = model::parse_attention_backend(v.text(), v.where());
        }},
       {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
-      {"is_hybrid_model", hybrid_model},
+      {"mamba_num_heads", [](S& s, const V& v) { s.mamba_heads = to_int(v); }},
+      {"mamba_head_dim", [](S& s, const V& v) { s.mamba_head_dim = to_int(v); }},
+      {"mamba_state_dim", [](S& s, const V& v) { s.mamba_state = to_int(v); }},
+      {"mamba_num_groups", [](S& s, const V& v) { s.mamba_groups = to_int(v); }},
+      {"moe_latent_size", [](S& s, const V& v) { s.c.model.moe_latent_size = to_int(v); }},
+      {"squared_relu", [](S& s, const V& v) {
+         if (v.boolean()) s.c.model.gated_linear_unit = false;
+       }},
       {"hybrid_override_pattern", hybrid_pattern},
       {"hybrid_layer_pattern", hybrid_pattern},
       {"num_distributed_optimizer_instances",

@@ -19,6 +19,10 @@ struct TableState {
   int vocab = 0, padded_vocab = 0, vocab_divisible = 0;
   bool vocab_file = false;
   std::string tokenizer, layer_freq, graph_scope, flex_backend;
+  /// Hybrid models: the pattern as given ('|' stage breaks, '/' MTP depths) and Mamba sizes
+  /// (0: Megatron's default).
+  std::string hybrid_pattern;
+  int mamba_heads = 0, mamba_head_dim = 0, mamba_state = 0, mamba_groups = 0;
   bool enable_deepep = false, saw_bf16 = false, saw_fp16 = false;
   int deepep_sms = -1, hybridep_sms = -1, flex_sms = -1;
   int etp = 0, layers_per_virtual_stage = 0, world_size = 0, data_parallel = 0;

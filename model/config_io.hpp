@@ -28,6 +28,9 @@ std::vector<std::string> list_hardware_presets();
 
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& where);
+/// Checks a hybrid model's pattern (m.hybrid.pattern, num_layers its length) and sets num_layers
+/// to its MoE layers, the cost model's unit (model_spec.hpp). Readers of other formats call it.
+void apply_hybrid_pattern(ModelSpec& m, const std::string& where);
 HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& where);
 nlohmann::json to_json(const ModelSpec& m);
 nlohmann::json to_json(const HardwareProfile& hw);

@@ -93,7 +93,7 @@ ExpertGemm automatic_expert_gemm(double mean_rows, double weight_elems, bool sha
 double expert_fc1_weight(const Config& cfg) {
   const ModelSpec& m = cfg.model;
   return (m.gated_linear_unit ? 2.0 : 1.0) * static_cast<double>(m.moe_ffn_hidden_size) /
-         cfg.par.etp * static_cast<double>(m.hidden_size);
+         cfg.par.etp * static_cast<double>(m.moe_hidden());
 }
 
 ExpertGemm expert_gemm_path(const Config& cfg) {
@@ -206,8 +206,21 @@ LayerParams layer_params(const ModelSpec& m) {
   const double glu = m.gated_linear_unit ? 3.0 : 2.0;
   lp.router = h * m.num_experts;
   lp.shared_expert = glu * h * m.shared_expert_ffn_hidden_size;
-  lp.expert = glu * h * m.moe_ffn_hidden_size;
+  lp.expert = glu * m.moe_hidden() * m.moe_ffn_hidden_size;
   lp.dense_mlp = glu * h * m.ffn_hidden_size;
+  if (m.hybrid.enabled()) {
+    // One MoE layer of the cost model carries its share of the pattern's other mixers, each
+    // with its one norm (Megatron's hybrid layers are one mixer behind one norm): attention
+    // without the second norm, Mamba-2 (in_proj, the convolution and its bias, dt bias, A and D
+    // per head, the gated norm, out_proj), dense MLPs.
+    const HybridSpec& y = m.hybrid;
+    const double mamba = h * y.mamba_in_proj() +
+                         y.mamba_conv_channels() * (y.mamba_conv_kernel + 1.0) +
+                         3.0 * y.mamba_num_heads + y.mamba_inner() + y.mamba_inner() * h + h;
+    lp.attention = y.share('*') * (lp.attention - h) + y.share('M') * mamba +
+                   y.share('-') * (lp.dense_mlp + h) + h;
+  }
+  if (m.moe_latent_size > 0) lp.attention += 2.0 * h * m.moe_latent_size;  // to and from the latent
   return lp;
 }
 

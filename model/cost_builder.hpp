@@ -233,7 +233,7 @@ class Builder {
     c.name = name;
     const double R = p_.ep;
     if (R <= 1) return c;
-    const double payload = s_.moe_tokens * m_.hidden_size * elem_bytes;
+    const double payload = s_.moe_tokens * m_.moe_hidden() * elem_bytes;
     const double remote_copies = pairs_per_token * (R - 1) / R;  // the own-rank share stays
     if (cfg_.virtual_ranks > 0) {
       // Local copy kernels between ranks on one GPU: every rank's kernel holds comm_sms() blocks
@@ -272,7 +272,7 @@ class Builder {
       const double own = cfg_.decoder_only ? 0.0 : pairs_per_token / R;
       const double rows = s_.moe_tokens * s_.load_factor * (own + nvl_copies + net_copies);
       const double row_us =
-          hw_.comm_row_us + m_.hidden_size * elem_bytes / (hw_.comm_gbps_per_sm * 1e3);
+          hw_.comm_row_us + m_.moe_hidden() * elem_bytes / (hw_.comm_gbps_per_sm * 1e3);
       const double sm_us = rows * row_us / flex_moving_sms(D == 1);
       const double nvl_us = c.nvl_bytes / (hw_.nvlink_gbps * hw_.nvlink_efficiency * 1e3);
       const double net_us = c.net_bytes / (hw_.net_gbps * hw_.net_efficiency * 1e3);

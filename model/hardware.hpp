@@ -104,6 +104,9 @@ struct HardwareProfile {
   double attn_fwd_efficiency = 0.0;
   double attn_bwd_efficiency = 0.0;
   double attn_half_seq = 0.0;
+  /// Mamba-2's chunked scan (hybrid models): fraction of the BF16 peak its kernels reach on the
+  /// scan's FLOPs (model/layer_costs.cpp); 0 = kDefaultSsdEfficiency, an assumption.
+  double ssd_efficiency = 0.0;
 
   std::map<std::string, std::string> sources;     ///< field -> datasheet / publication
   std::map<std::string, std::string> provenance;  ///< field -> how a fitted value was obtained

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/cost_builder.hpp"
+#include "model/layer_hybrid.hpp"
 #include "model/routing_stats.hpp"
 
 namespace epo::model::detail {
@@ -128,6 +129,29 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     cp_ring = c;
     pd_f.push_back(cp_ring);
   }
+  // A hybrid model's MoE layer: its share of the pattern's attention (all above), Mamba-2 and
+  // dense-MLP mixers, each with its tensor-parallel pair (an MTP layer is attention and MoE).
+  const HybridSpec& hy = m.hybrid;
+  const bool hybrid = hy.enabled() && !mtp;
+  const double attn_share = hybrid ? hy.share('*') : 1.0;
+  if (hybrid) {
+    for (auto& c : pd_f) c = scaled(c, attn_share);
+    for (const auto& c : mamba_mixer(b, sp)) pd_f.push_back(scaled(c, hy.share('M')));
+    for (const auto& c : tp_attn) pd_f.push_back(scaled(c, hy.share('M')));
+    if (hy.count('-') > 0) {
+      const double F = static_cast<double>(m.ffn_hidden_size) / tp;
+      const double glu = m.gated_linear_unit ? 2.0 : 1.0;
+      for (const auto& c : {b.mem("mlp.norm", T * h * 2 * 2 / sp), b.gemm("mlp.fc1", T, glu * F, h),
+                            b.mem("mlp.act", T * F * (glu + 1) * 2), b.gemm("mlp.fc2", T, h, F),
+                            b.mem("mlp.bda", T * h * 2 * 3 / sp)})
+        pd_f.push_back(scaled(c, hy.share('-')));
+      for (const auto& c : tp_attn) pd_f.push_back(scaled(c, hy.share('-')));
+    }
+  }
+  if (m.moe_latent_size > 0 && moe) {  // to the latent before the dispatch, back after the combine
+    pd_f.push_back(b.gemm("moe.latent_down", T, m.moe_latent_size, h));
+    pd_f.push_back(b.gemm("moe.latent_up", T, h, m.moe_latent_size));
+  }
   if (!executor_layer) pd_f.push_back(b.mem("attn.bda+norm", T * h * 2 * 4 / sp, 2));
   if (mtp) pd_f.push_back(b.gemm("mtp.eh_proj", T, h, 2 * h));
   if (moe) {
@@ -138,7 +162,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     pd_f.push_back(b.gemm("router", s.moe_tokens, m.num_experts, h, 1, false));
     pd_f.push_back(b.mem("router.topk", s.moe_tokens * m.num_experts * 4 * 3));
     if (o.dispatcher == Dispatcher::alltoall)
-      pd_f.push_back(b.mem("dispatch.permute1", s.moe_tokens * m.router_topk * h * 2 * 2,
+      pd_f.push_back(b.mem("dispatch.permute1", s.moe_tokens * m.router_topk * m.moe_hidden() * 2 * 2,
                            o.moe_permute_fusion ? 1 : 3));
     else
       pd_f.push_back(b.mem("dispatch.metadata", s.moe_tokens * m.num_experts * 4 * 2));
@@ -154,12 +178,15 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       // The executor's backward adds the MoE output's gradient to dy and copies dx from dh.
       d = b.mem("attn.add+copy", T * h * 2 * 5 / sp, 2);
     } else if (std::strcmp(c.name, "dispatch.permute1") == 0) {
-      d = b.mem("dispatch.permute1", s.moe_tokens * (m.router_topk + 1.0) * h * 2, c.num_kernels);
+      d = b.mem("dispatch.permute1", s.moe_tokens * (m.router_topk + 1.0) * m.moe_hidden() * 2,
+                c.num_kernels);
       d.variant = "dgrad";
     } else if (std::strcmp(c.name, "attn.core") == 0) {
       // Flash attention's backward recomputes the scores: ~2.5x its forward. The executor's
       // stand-in keeps them and runs its two batched GEMMs twice (executor/layer_bwd.cpp).
-      d = b.core_attention("attn.core.bwd", executor_layer ? 2.0 : 2.5);
+      d = scaled(b.core_attention("attn.core.bwd", executor_layer ? 2.0 : 2.5), attn_share);
+    } else if (std::strcmp(c.name, "mamba.ssd") == 0) {
+      d = scaled(mamba_ssd(b, "mamba.ssd.bwd", 2.5), hy.share('M'));
     } else if (c.nvl_bytes > 0 || std::strncmp(c.name, "tp.", 3) == 0 ||
                std::strncmp(c.name, "cp.", 3) == 0) {
       // The backward runs the transposed collective of the same size (and the ring sends the
@@ -170,7 +197,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       d.duration_us = b.timed(memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
     }
     pd_b.push_back(d);
-    if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0)
+    if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0 && std::strcmp(c.name, "mamba.ssd") != 0)
       (delay ? pd_w : pd_b).push_back(b.wgrad_of(c));
   }
   // Recompute: the forward of what the backward needs again, each part marked "recompute" (the
@@ -178,7 +205,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   if (full_recompute) {
     append(pd_b, renamed(pd_f, "recompute"));
   } else if (selective) {
-    if (o.recomputes("core_attn")) pd_b.push_back(recomputed(b.core_attention("attn.core", 1.0)));
+    if (o.recomputes("core_attn"))
+      pd_b.push_back(recomputed(scaled(b.core_attention("attn.core", 1.0), attn_share)));
     if (o.recomputes("layernorm")) pd_b.push_back(recomputed(b.mem("norm", T * h * 2 * 2 / sp)));
     if (o.recomputes("mla_up_proj"))  // the up-projections and RoPE (multi_latent_attention.py)
       for (const auto& c : att)
@@ -203,6 +231,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     const double F = static_cast<double>(m.moe_ffn_hidden_size) / b.p_.etp;
     const double glu = m.gated_linear_unit ? 2.0 : 1.0;
     const double me = P / E_l;
+    const double mh = m.moe_hidden();  // a token's width inside the MoE block (latent or hidden)
     // Library calls per rank: one per expert with rows; under virtual ranks the executor's skewed
     // routing leaves experts empty (the mean over the ranks that share the GPU).
     double calls = E_l;
@@ -211,12 +240,12 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
                                       o.routing.seed, s.recv_pairs_mean * b.p_.ep) /
               b.p_.ep;
     if (o.dispatcher == Dispatcher::alltoall && s.local_experts > 1)
-      mlp_f.push_back(b.mem("permute2", P * h * 2 * 2));
-    if (o.dispatcher == Dispatcher::flex) mlp_f.push_back(b.mem("permute", P * h * 2 * 2));
+      mlp_f.push_back(b.mem("permute2", P * mh * 2 * 2));
+    if (o.dispatcher == Dispatcher::flex) mlp_f.push_back(b.mem("permute", P * mh * 2 * 2));
     if (b.p_.etp > 1) {
-      Component ag = b.mem("etp.allgather", P * h * 2 * (b.p_.etp - 1));
+      Component ag = b.mem("etp.allgather", P * mh * 2 * (b.p_.etp - 1));
       if (b.mode_ != Builder::TimeMode::host)
-        ag.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+        ag.duration_us += P * mh * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(ag);
     }
     // The executor's path for the layer's expert GEMMs (decided on fc1's weight): small experts
@@ -241,13 +270,13 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       if (calls < E_l) b.set_accumulate(c, P / std::max(1.0, calls), n, k, calls);
       return c;
     };
-    mlp_f.push_back(expert_gemm("expert.fc1", glu * F, h));
+    mlp_f.push_back(expert_gemm("expert.fc1", glu * F, mh));
     if (!fused) mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
-    mlp_f.push_back(expert_gemm("expert.fc2", h, F));
+    mlp_f.push_back(expert_gemm("expert.fc2", mh, F));
     if (b.p_.etp > 1) {
-      Component rs = b.mem("etp.reduce_scatter", P * h * 2 * (b.p_.etp - 1));
+      Component rs = b.mem("etp.reduce_scatter", P * mh * 2 * (b.p_.etp - 1));
       if (b.mode_ != Builder::TimeMode::host)
-        rs.duration_us += P * h * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+        rs.duration_us += P * mh * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
       mlp_f.push_back(rs);
     }
     if (o.dispatcher == Dispatcher::flex) {
@@ -256,9 +285,9 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       // the busiest rank's load on real GPUs); backward the same sum of the gradient copies.
       const double recv_rows = s.moe_tokens * s.distinct_ranks *
                                (b.cfg_.virtual_ranks > 0 ? 1.0 : s.load_factor);
-      mlp_f.push_back(b.mem("unpermute", (P + recv_rows) * h * 2));
+      mlp_f.push_back(b.mem("unpermute", (P + recv_rows) * mh * 2));
     } else {
-      mlp_f.push_back(b.mem("unpermute", P * h * 2 * 2));  // un-sort to the receive order
+      mlp_f.push_back(b.mem("unpermute", P * mh * 2 * 2));  // un-sort to the receive order
     }
     for (const auto& c : mlp_f) {
       Component d = c;
@@ -317,7 +346,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
         b.exchange("combine.bwd.grads", sent_copies, 2.0, flex, flex ? 2 : 1)};
     // Between virtual ranks the probabilities travel with the tokens' layout, not on their own.
     if (!flex && !vr) {
-      di_f.push_back(b.exchange("dispatch.probs", copies, 4.0 / h, false));
+      di_f.push_back(b.exchange("dispatch.probs", copies, 4.0 / m.moe_hidden(), false));
       di_f.back().duration_us = di_f.back().duration_us <= 0            ? 0
                                 : b.mode_ == Builder::TimeMode::host ? b.hw_.kernel_launch_us
                                                                      : b.hw_.nccl_latency_us * 0.5;
@@ -327,12 +356,13 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     // Alltoall unpermutes its top-k rows here; the flex combine sums one partial per expert rank
     // (its reduce is one of the exchange's kernels) and the residual add is one kernel.
     if (flex)
-      co_f.push_back(b.mem("combine.reduce+bda", (s.moe_tokens * copies + 3 * T / sp) * h * 2,
-                           vr ? 1 : 2));
+      co_f.push_back(b.mem("combine.reduce+bda",
+                           (s.moe_tokens * copies * m.moe_hidden() + 3 * T / sp * h) * 2, vr ? 1 : 2));
     else
       co_f.push_back(b.mem("combine.unpermute+bda",
-                           (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
-    co_b.push_back(b.mem("combine.bda.bwd", (s.moe_tokens * m.router_topk + 3 * T / sp) * h * 2, 2));
+                           (s.moe_tokens * m.router_topk * m.moe_hidden() + 3 * T / sp * h) * 2, 2));
+    co_b.push_back(b.mem("combine.bda.bwd",
+                         (s.moe_tokens * m.router_topk * m.moe_hidden() + 3 * T / sp * h) * 2, 2));
     if (full_recompute) append(di_b, renamed(di_f, "recompute"));
     const LinkClass link = b.p_.ep > 1 ? b.ep_link() : LinkClass::none;
     const int sms = b.comm_sms();

@@ -105,6 +105,7 @@ inline constexpr RealRange kReal[] = {
     {"attn_fwd_efficiency", "--profile", 0, 1.0},
     {"attn_bwd_efficiency", "--profile", 0, 1.0},
     {"attn_half_seq", "--profile", 0, 1e7},
+    {"ssd_efficiency", "--profile", 0, 1.0},
     {"comm_row_us", "--profile", 0, 1e3},
 };
 }  // namespace profile

@@ -109,11 +109,37 @@ Part dense_mlp(const Config& cfg, double hs) {
   return p;
 }
 
+/// One Mamba-2 mixer (Megatron's MambaMixer): its input, the norm output in_proj saves, in_proj's
+/// output (z, x, B, C, dt), the convolution's output (the scan's x, B, C), the scan's output
+/// (the gated norm's input with z) and the norm's output (out_proj's input).
+Part mamba(const Config& cfg, double hs) {
+  const HybridSpec& y = cfg.model.hybrid;
+  const double S = static_cast<double>(cfg.tokens_per_microbatch()), tp = cfg.par.tp;
+  const double q = gemm_input_bytes(cfg), elems = hs / kAct;
+  Part p;
+  p.keep(hs, false);
+  p.keep(elems * q, false);
+  p.keep(S * y.mamba_in_proj() / tp * kAct, false);
+  p.keep(S * y.mamba_conv_channels() / tp * kAct, false);
+  p.keep(S * y.mamba_inner() / tp * kAct, false);
+  p.keep(S * y.mamba_inner() / tp * q, false);
+  p.backward = S * (y.mamba_in_proj() + y.mamba_conv_channels()) / tp * kAct;
+  return p;
+}
+
+Part scaled(Part p, double k) {
+  p.saved *= k;
+  p.full *= k;
+  p.forward *= k;
+  p.backward *= k;
+  return p;
+}
+
 Part moe(const Config& cfg, double hs) {
   const ModelSpec& m = cfg.model;
   const Options& o = cfg.opt;
   const auto s = detail::make_shapes(cfg);
-  const double S = s.tokens, tp = cfg.par.tp, h = m.hidden_size;
+  const double S = s.tokens, tp = cfg.par.tp, h = m.moe_hidden();
   const double glu = m.gated_linear_unit ? 2.0 : 1.0;
   const bool all = selective(o, "moe");
   const double q = gemm_input_bytes(cfg);
@@ -129,6 +155,9 @@ Part moe(const Config& cfg, double hs) {
   p.keep(P * F * q, all || mlp_off || selective(o, "moe_act"));  // activation output (fc2 input)
   // routing probabilities per pair
   p.keep(P * 4.0, all);
+  // Latent MoE: the tokens in the latent (the dispatch's input) and the combined latent
+  // (fc2_latent_proj's input).
+  if (m.moe_latent_size > 0) p.keep(2 * S * m.moe_latent_size * kAct, all);
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double fs = S * m.shared_expert_ffn_hidden_size / tp * kAct;
     const bool sh = all || selective(o, "shared_experts");
@@ -177,9 +206,20 @@ double hidden_state_bytes(const Config& cfg) {
 
 LayerActivation layer_activation(const Config& cfg, LayerKind kind) {
   const double hs = hidden_state_bytes(cfg);
-  const Part a = attention(cfg, hs);
+  Part a = attention(cfg, hs);
   const bool is_moe = kind != LayerKind::dense && cfg.model.num_experts > 0;
   const Part b = is_moe ? moe(cfg, hs) : dense_mlp(cfg, hs);
+  const HybridSpec& y = cfg.model.hybrid;
+  if (y.enabled() && kind != LayerKind::mtp) {
+    // A hybrid model's MoE layer carries its share of the pattern's other mixers.
+    a = scaled(a, y.share('*'));
+    for (const Part& x : {scaled(mamba(cfg, hs), y.share('M')), scaled(dense_mlp(cfg, hs), y.share('-'))}) {
+      a.saved += x.saved;
+      a.full += x.full;
+      a.forward = std::max(a.forward, x.forward);
+      a.backward = std::max(a.backward, x.backward);
+    }
+  }
   LayerActivation l;
   l.saved = a.saved + b.saved;
   l.full = a.full + b.full;

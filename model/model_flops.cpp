@@ -43,6 +43,32 @@ double attention_core_per_token_squared(const ModelSpec& m) {
   return kFwdBwdFma * q / 2 * 2;
 }
 
+/// Megatron's hybrid_flops (training.py; Bridge's flop_utils.py agrees) for one sequence of s
+/// tokens: per mixer kind as the pattern counts them, forward x 3. Its Mamba term takes the inner
+/// width as twice the hidden size whatever the heads; each MTP depth adds its "*E" and logits.
+double hybrid_flops_per_sequence(const ModelSpec& m, double s, double vocab) {
+  const HybridSpec& y = m.hybrid;
+  const double h = m.hidden_size;
+  const double scale = m.gated_linear_unit ? 1.5 : 1.0;
+  const double nq = static_cast<double>(m.num_attention_heads) * m.head_dim;
+  const double g = m.num_query_groups, n = m.num_attention_heads;
+  const double attn = 4 * s * nq * (h + h * g / n) + 2 * s * s * nq;
+  const double mlp = 4 * s * h * m.ffn_hidden_size * scale;
+  const double d_in = 2 * h, state = y.mamba_state_dim;
+  const double mamba = 2 * s * h * (2 * d_in + 2.0 * y.mamba_num_groups * state + y.mamba_num_heads) +
+                       7 * s * d_in * state + 2 * s * d_in * h;
+  const double ffn_routed = static_cast<double>(m.moe_ffn_hidden_size) * m.router_topk * scale;
+  const double routed = m.moe_latent_size > 0
+                            ? 4 * s * m.moe_latent_size * ffn_routed + 4 * s * h * m.moe_latent_size
+                            : 4 * s * h * ffn_routed;
+  const double moe = routed + 4 * s * h * m.shared_expert_ffn_hidden_size * scale;
+  // MTP layers are the pattern's "*E" once per depth (get_hybrid_layer_counts counts them).
+  const double mtp = m.mtp_num_layers;
+  const double fwd = (y.count('*') + mtp) * attn + y.count('-') * mlp + y.count('M') * mamba +
+                     (y.count('E') + mtp) * moe + 2 * s * h * vocab * (1 + mtp);
+  return 3 * fwd;
+}
+
 }  // namespace
 
 long long padded_vocab_size(int vocab_size, int make_vocab_size_divisible_by,
@@ -60,6 +86,11 @@ double model_flops_per_sequence(const ModelSpec& m, int seq_length, int tensor_p
                     " (must be >= 1)");
   const double h = m.hidden_size;
   const double s = seq_length;
+  if (m.hybrid.enabled())
+    return hybrid_flops_per_sequence(
+        m, s,
+        static_cast<double>(
+            padded_vocab_size(m.vocab_size, m.make_vocab_size_divisible_by, tensor_parallel)));
   const double ffn_factor = m.gated_linear_unit ? 3.0 : 2.0;  // fc1 is 2 x wide with a GLU
   const bool moe = m.num_experts > 0;
 

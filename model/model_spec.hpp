@@ -17,9 +17,41 @@ struct MlaSpec {
   int v_head_dim = 0;
 };
 
+/// Hybrid models (Nemotron-H, Nemotron 3): one mixer per layer, in the order of Megatron's
+/// hybrid_layer_pattern: 'M' a Mamba-2 mixer, '*' attention, 'E' an MoE block, '-' a dense MLP.
+/// The cost model keeps its MoE-layer unit: each 'E' is one layer carrying an equal share of the
+/// pattern's other mixers (hybrid_share), so a step holds every mixer of the pattern once.
+struct HybridSpec {
+  std::string pattern;  ///< empty: not a hybrid model
+  int mamba_num_heads = 0;
+  int mamba_head_dim = 64;
+  int mamba_state_dim = 128;
+  int mamba_num_groups = 8;
+  int mamba_conv_kernel = 4;
+
+  bool enabled() const { return !pattern.empty(); }
+  int count(char kind) const {
+    int n = 0;
+    for (char c : pattern) n += c == kind;
+    return n;
+  }
+  /// Mixers of `kind` per MoE layer of the cost model.
+  double share(char kind) const {
+    const int e = count('E');
+    return e > 0 ? static_cast<double>(count(kind)) / e : 0.0;
+  }
+  int mamba_inner() const { return mamba_num_heads * mamba_head_dim; }
+  /// in_proj's output: z and x (inner each), B and C (groups x state each), dt (one per head).
+  int mamba_in_proj() const {
+    return 2 * mamba_inner() + 2 * mamba_num_groups * mamba_state_dim + mamba_num_heads;
+  }
+  /// The causal convolution's channels: x, B and C.
+  int mamba_conv_channels() const { return mamba_inner() + 2 * mamba_num_groups * mamba_state_dim; }
+};
+
 struct ModelSpec {
   std::string name;
-  int num_layers = 0;            ///< decoder layers, dense and MoE, without MTP
+  int num_layers = 0;            ///< decoder layers, dense and MoE, without MTP (hybrid: its 'E')
   int hidden_size = 0;
   int num_attention_heads = 0;
   int num_query_groups = 0;      ///< KV heads for GQA (= heads for MHA)
@@ -39,9 +71,20 @@ struct ModelSpec {
   int mtp_num_layers = 0;        ///< multi-token-prediction layers
   ScoreFunction score_function = ScoreFunction::softmax;
   bool gated_linear_unit = true; ///< SwiGLU experts (fc1 is 2 x ffn wide)
+  /// Latent MoE (Nemotron 3 Super/Ultra): tokens are projected to this width before the
+  /// dispatch, the experts run on it, the combine returns it; 0 = the hidden size.
+  int moe_latent_size = 0;
+  HybridSpec hybrid;
   std::map<std::string, std::string> sources;  ///< field name -> where its value was published
 
   int num_moe_layers() const { return num_layers - first_k_dense_layers; }
+  /// Width of a token inside the MoE block (dispatched, expert input and output).
+  int moe_hidden() const { return moe_latent_size > 0 ? moe_latent_size : hidden_size; }
+  /// Decoder layers as the model has them (a hybrid pattern's length; num_layers counts its
+  /// MoE layers, the cost model's unit).
+  int published_layers() const {
+    return hybrid.enabled() ? static_cast<int>(hybrid.pattern.size()) : num_layers;
+  }
   bool is_moe_layer(int layer) const { return layer >= first_k_dense_layers; }
 };
 

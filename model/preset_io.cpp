@@ -54,8 +54,22 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
     throw EPO_INPUT_ERROR(where, ": key 'score_function' has value \"", sf,
                           "\" (allowed: softmax, sigmoid)");
   m.gated_linear_unit = r.get_bool("gated_linear_unit", true);
+  m.moe_latent_size = r.get_int("moe_latent_size", 0, 0, 1 << 20);
+  if (r.has("hybrid")) {
+    auto hr = r.object("hybrid");
+    HybridSpec& y = m.hybrid;
+    y.pattern = hr.require_string("pattern");
+    y.mamba_num_heads = hr.require_int("mamba_num_heads", 1, 1 << 16);
+    y.mamba_head_dim = hr.get_int("mamba_head_dim", 64, 1, 4096);
+    y.mamba_state_dim = hr.get_int("mamba_state_dim", 128, 1, 4096);
+    y.mamba_num_groups = hr.get_int("mamba_num_groups", 8, 1, 4096);
+    y.mamba_conv_kernel = hr.get_int("mamba_conv_kernel", 4, 1, 64);
+    for (const auto& [k, v] : hr.sources()) m.sources["hybrid." + k] = v;
+    hr.finish();
+  }
   for (const auto& [k, v] : r.sources()) m.sources[k] = v;
   r.finish();
+  if (m.hybrid.enabled()) apply_hybrid_pattern(m, where);
 
   if (m.num_experts > 0) {
     EPO_REQUIRE_INPUT(m.router_topk >= 1 && m.router_topk <= m.num_experts, where,
@@ -74,6 +88,23 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
   EPO_REQUIRE_INPUT(m.first_k_dense_layers == 0 || m.ffn_hidden_size > 0, where,
                     ": dense layers need ffn_hidden_size > 0");
   return m;
+}
+
+void apply_hybrid_pattern(ModelSpec& m, const std::string& where) {
+  const std::string& p = m.hybrid.pattern;
+  for (char c : p)
+    EPO_REQUIRE_INPUT(c == 'M' || c == '*' || c == 'E' || c == '-', where,
+                      ": hybrid pattern has '", c, "' (allowed: M Mamba, * attention, E MoE, - MLP)");
+  EPO_REQUIRE_INPUT(static_cast<int>(p.size()) == m.num_layers, where, ": hybrid pattern has ",
+                    p.size(), " layers, num_layers = ", m.num_layers);
+  EPO_REQUIRE_INPUT(m.hybrid.count('E') > 0 && m.num_experts > 0, where,
+                    ": a hybrid pattern without MoE layers ('E') is not modelled (EPO plans MoE jobs)");
+  EPO_REQUIRE_INPUT(m.first_k_dense_layers == 0, where,
+                    ": a hybrid model places its dense layers by its pattern ('-'), "
+                    "first_k_dense_layers must be 0");
+  EPO_REQUIRE_INPUT(m.hybrid.count('-') == 0 || m.ffn_hidden_size > 0, where,
+                    ": the pattern's MLP layers ('-') need ffn_hidden_size > 0");
+  m.num_layers = m.hybrid.count('E');
 }
 
 namespace {
@@ -118,6 +149,17 @@ nlohmann::json to_json(const ModelSpec& m) {
   put("mtp_num_layers", m.mtp_num_layers);
   j["score_function"] = m.score_function == ScoreFunction::sigmoid ? "sigmoid" : "softmax";
   j["gated_linear_unit"] = m.gated_linear_unit;
+  if (m.moe_latent_size > 0) put("moe_latent_size", m.moe_latent_size);
+  if (m.hybrid.enabled()) {
+    const HybridSpec& y = m.hybrid;
+    j["num_layers"] = m.published_layers();
+    j["hybrid"] = {{"pattern", y.pattern},
+                   {"mamba_num_heads", y.mamba_num_heads},
+                   {"mamba_head_dim", y.mamba_head_dim},
+                   {"mamba_state_dim", y.mamba_state_dim},
+                   {"mamba_num_groups", y.mamba_num_groups},
+                   {"mamba_conv_kernel", y.mamba_conv_kernel}};
+  }
   return j;
 }
 
@@ -183,6 +225,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   opt("attn_fwd_efficiency", h.attn_fwd_efficiency);
   opt("attn_bwd_efficiency", h.attn_bwd_efficiency);
   opt("attn_half_seq", h.attn_half_seq);
+  opt("ssd_efficiency", h.ssd_efficiency);
   opt("comm_row_us", h.comm_row_us);
   h.calibrated = r.get_bool("calibrated", false);
   h.provenance = r.get_string_map("provenance");
@@ -240,6 +283,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("attn_fwd_efficiency", h.attn_fwd_efficiency);
   put("attn_bwd_efficiency", h.attn_bwd_efficiency);
   put("attn_half_seq", h.attn_half_seq);
+  put("ssd_efficiency", h.ssd_efficiency);
   put("comm_row_us", h.comm_row_us);
   j["calibrated"] = h.calibrated;
   if (!h.provenance.empty()) j["provenance"] = h.provenance;

@@ -100,7 +100,15 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
   switch (op.kind) {
     case OpKind::pre_dispatch:
     case OpKind::pre_dispatch_wgrad:
-      if (te && graphed(o, "attn")) left -= 0.5;
+      if (cfg.model.hybrid.enabled()) {
+        // A hybrid layer's share of attention and Mamba mixers, each a module like attention
+        // (half of the op), graphed by its own scope.
+        const HybridSpec& y = cfg.model.hybrid;
+        left = 0.5 + 0.5 * (y.share('*') * !(te && graphed(o, "attn")) +
+                            y.share('M') * !(te && graphed(o, "mamba")) + y.share('-'));
+      } else if (te && graphed(o, "attn")) {
+        left -= 0.5;
+      }
       if (te && moe && graphed(o, "moe_router")) left -= 0.25;
       if (te && moe && graphed(o, "moe_preprocess")) left -= 0.25;
       if (o.precision == Precision::fp8) left *= kFp8HostFactor;

@@ -40,7 +40,7 @@ TEST_CASE("published rows map to configurations or say why not", "[published]") 
   CHECK(q.config->opt.routing.kind == model::RoutingKind::balanced);
   CHECK(q.published.tflops_per_gpu == 205);
   CHECK(!rows[1].config.has_value());
-  CHECK(rows[1].unsupported.find("Mamba") != std::string::npos);
+  CHECK(rows[1].unsupported.find("DeepSeek-V4") != std::string::npos);
   CHECK(!rows[2].config.has_value());
   CHECK(rows[2].unsupported.find("not published") != std::string::npos);
   REQUIRE(rows[3].config.has_value());

@@ -109,6 +109,12 @@ void check_same_model(const model::ModelSpec& a, const model::ModelSpec& b) {
   CHECK(a.mtp_num_layers == b.mtp_num_layers);
   CHECK(a.score_function == b.score_function);
   CHECK(a.gated_linear_unit == b.gated_linear_unit);
+  CHECK(a.moe_latent_size == b.moe_latent_size);
+  CHECK(a.hybrid.pattern == b.hybrid.pattern);
+  CHECK(a.hybrid.mamba_num_heads == b.hybrid.mamba_num_heads);
+  CHECK(a.hybrid.mamba_head_dim == b.hybrid.mamba_head_dim);
+  CHECK(a.hybrid.mamba_state_dim == b.hybrid.mamba_state_dim);
+  CHECK(a.hybrid.mamba_num_groups == b.hybrid.mamba_num_groups);
 }
 
 void check_same_settings(const model::Config& a, const model::Config& b) {

@@ -73,6 +73,34 @@ TEST_CASE("a launch script: torchrun prefix, continuations, --flag=value, --no-*
   CHECK_FALSE(r.warnings.empty());  // $DATA and the vocabulary
 }
 
+TEST_CASE("a hybrid model's launch line: its pattern, Mamba sizes, MTP depths and latent MoE") {
+  // Nemotron 3 Super's Megatron-LM arguments (examples/post_training/modelopt/conf/nvidia), the
+  // pattern with a stage break ('|') and two MTP depths ('/*E' each); Mamba heads by default
+  // twice the hidden size over the head width.
+  const std::string pattern =
+      "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEM|EMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME";
+  const std::string args =
+      "--is-hybrid-model --hybrid-layer-pattern '" + pattern + "/*E/*E' --hidden-size 4096 "
+      "--num-attention-heads 32 --group-query-attention --num-query-groups 2 --kv-channels 128 "
+      "--ffn-hidden-size 2688 --num-experts 512 --moe-router-topk 22 --moe-latent-size 1024 "
+      "--moe-shared-expert-intermediate-size 5376 --squared-relu --seq-length 8192 "
+      "--micro-batch-size 1 --bf16 --expert-model-parallel-size 64 --world-size 64 "
+      "--vocab-size 131072";
+  ReadReport r;
+  const model::Config c =
+      config_from_mlm_args(test::blank_base(test::sample_config("tiny", 0)), args, "super.sh", r);
+  CHECK(c.model.hybrid.pattern.size() == 88);
+  CHECK(c.model.num_layers == 40);  // its MoE layers, the cost model's unit
+  CHECK(c.model.mtp_num_layers == 2);
+  CHECK(c.model.hybrid.mamba_num_heads == 2 * 4096 / 64);
+  CHECK(c.model.moe_latent_size == 1024);
+  CHECK_FALSE(c.model.gated_linear_unit);
+  CHECK(r.unknown.empty());
+  CHECK_THROWS_AS(config_from_mlm_args(test::blank_base(test::sample_config("tiny", 0)),
+                                       "--hybrid-layer-pattern M*X " + args.substr(0, 80), "bad.sh", r),
+                  Error);
+}
+
 TEST_CASE("--manual-gc-interval counts only with --manual-gc, as Megatron-LM runs it") {
   const std::string args = kSmallMoeArgs;
   model::Config base = test::blank_base(test::sample_config("tiny", 0));
@@ -118,7 +146,7 @@ TEST_CASE("a malformed value is an input error naming the flag") {
   CHECK_THROWS_AS(config_from_mlm_args(base, "no flags here\n", "args", r), Error);
 }
 
-TEST_CASE("hybrid (Mamba) models are refused, not predicted as transformers") {
+TEST_CASE("hybrid (Mamba) patterns: read with their MoE layers, refused without") {
   const model::Config base = test::blank_base(test::sample_config("tiny", 0));
   const std::string arch = "--num-layers 4 --hidden-size 256 --num-attention-heads 4 ";
   auto refusal = [&](const std::string& extra) {
@@ -131,11 +159,10 @@ TEST_CASE("hybrid (Mamba) models are refused, not predicted as transformers") {
     }
     return std::string();
   };
-  CHECK(refusal("--is-hybrid-model").find("--is-hybrid-model") != std::string::npos);
-  CHECK(refusal("--hybrid-override-pattern MEM*").find("Mamba") != std::string::npos);
-  CHECK(refusal("--hybrid-layer-pattern 'M*M*'").find("not modelled") != std::string::npos);
-  // Attention and MoE layers only ('*', 'E'), or the flag off: read as usual.
-  CHECK(refusal("--hybrid-override-pattern '*E*E'").empty());
+  CHECK(refusal("--hybrid-override-pattern MEM*").find("without MoE layers") != std::string::npos);
+  CHECK(refusal("--hybrid-layer-pattern 'M*X*'").find("'X'") != std::string::npos);
+  CHECK(refusal("--hybrid-layer-pattern 'MEME' --num-experts 4 --moe-router-topk 2").empty());
+  CHECK(refusal("--is-hybrid-model").empty());  // the flag alone: Megatron needs a pattern
   CHECK(refusal("--no-is-hybrid-model").empty());
 }
 
