@@ -96,7 +96,9 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   if (!j.contains("gpus") || !j["gpus"].is_number_integer())
     return reject("number of GPUs not published");
   for (const char* k : {"--is-hybrid-model", "--hybrid-layer-pattern", "--hybrid-override-pattern"})
-    if (a.has(k)) return reject("hybrid Mamba layers are not modelled");
+    if (a.has(k))
+      return reject("hybrid Mamba model: the CI rows' reader does not take its flags "
+                    "(runs.jsonl rows and --mlm-args do)");
   if (a.flag("--use-megatron-fsdp")) return reject("Megatron-FSDP runs are not modelled");
   if (a.has("--perform-rl-step") || a.has("--grpo-group-size"))
     return reject("reinforcement-learning steps are not modelled");

@@ -51,13 +51,24 @@ Component mamba_ssd(const Builder& b, const char* name, double factor) {
 std::vector<Component> mamba_mixer(const Builder& b, double sp) {
   const HybridSpec& y = b.m_.hybrid;
   const double T = b.s_.tokens, h = b.m_.hidden_size, tp = b.p_.tp;
-  return {b.mem("mamba.norm", T * h * 2 * 2 / sp),
-          b.gemm("mamba.in_proj", T, y.mamba_in_proj() / tp, h),
-          b.mem("mamba.conv1d", T * y.mamba_conv_channels() / tp * 2 * 2),
-          mamba_ssd(b, "mamba.ssd", 1.0),
-          b.mem("mamba.gated_norm", T * y.mamba_inner() / tp * 2 * 3),
-          b.gemm("mamba.out_proj", T, h, y.mamba_inner() / tp),
-          b.mem("mamba.bda", T * h * 2 * 3 / sp)};
+  std::vector<Component> parts = {
+      b.mem("mamba.norm", T * h * 2 * 2 / sp),
+      b.gemm("mamba.in_proj", T, y.mamba_in_proj() / tp, h),
+      b.mem("mamba.conv1d", T * y.mamba_conv_channels() / tp * 2 * 2),
+      mamba_ssd(b, "mamba.ssd", 1.0),
+      b.mem("mamba.gated_norm", T * y.mamba_inner() / tp * 2 * 3),
+      b.gemm("mamba.out_proj", T, h, y.mamba_inner() / tp),
+      b.mem("mamba.bda", T * h * 2 * 3 / sp)};
+  // Context parallelism (MambaContextParallel): the scan needs whole sequences, so its inputs
+  // (x, B, C, dt; z for the gated norm) go from sequence shards to head shards by an all-to-all
+  // and its output comes back by another. The cost model's context-parallel group sits inside
+  // one NVLink domain.
+  if (b.p_.cp > 1) {
+    const double in = T * (y.mamba_conv_channels() + y.mamba_inner() + y.mamba_num_heads) / tp * 2;
+    parts.push_back(b.nvl_collective("mamba.cp_alltoall", in, b.p_.cp));
+    parts.push_back(b.nvl_collective("mamba.cp_alltoall", T * y.mamba_inner() / tp * 2, b.p_.cp));
+  }
+  return parts;
 }
 
 }  // namespace epo::model::detail

@@ -129,6 +129,23 @@ TEST_CASE("a hybrid layer: its share of Mamba and attention mixers", "[cost][hyb
   CHECK(fast.step_time_us > predict(no_mamba, PredictMode::fast).step_time_us);
 }
 
+TEST_CASE("context parallelism moves a Mamba mixer's scan inputs and output by all-to-all",
+          "[cost][hybrid][cp]") {
+  Config cp2 = hybrid_config("nemotron-3-nano", 16, 8);
+  cp2.par.cp = 2;
+  cp2.derive_and_check();
+  const OpCost& f = compute_step_costs(cp2).moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  double sent = 0;
+  for (const auto& c : f.parts)
+    if (std::string(c.name) == "mamba.cp_alltoall") sent += c.nvl_bytes;
+  // 4,096 tokens a rank: x, B, C (6,144), z (4,096) and dt (64) in, y (4,096) out; half of it
+  // leaves the rank.
+  CHECK(sent == Approx(4096.0 * (6144 + 4096 + 64 + 4096) * 2 / 2));
+  const Config cp1 = hybrid_config("nemotron-3-nano", 16, 8);
+  CHECK(part(compute_step_costs(cp1).moe_layer.get(OpKind::pre_dispatch, Direction::forward),
+             "mamba.cp_alltoall") == nullptr);
+}
+
 TEST_CASE("latent MoE dispatches and runs its experts on the latent width", "[cost][hybrid]") {
   const Config super = hybrid_config("nemotron-3-super", 64, 64);
   Config full = super;
