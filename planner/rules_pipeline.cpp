@@ -23,6 +23,7 @@ void add_pipeline_rules(std::vector<Rule>& out) {
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         const auto& p = c.par;
+        if (c.model.hybrid.enabled()) return "";  // its pattern splits it (MCORE-HYBRID-PP)
         if (p.pp <= 1 || !plain_split(c) || even_split_holds(c.model.num_layers, p.pp, p.vpp))
           return "";
         if (c.model.num_layers % p.pp != 0)
@@ -38,6 +39,24 @@ void add_pipeline_rules(std::vector<Rule>& out) {
         return cat("--pipeline-layout \"", layout, "\" (an uneven split Megatron accepts), or pp "
                    "and vpp whose product divides num_layers");
       });
+  // A hybrid pattern without '|' stage breaks (EPO writes none) is cut into pp equal runs of
+  // layers, and takes no virtual stages.
+  add(out, "MCORE-HYBRID-PP", kError,
+      "Megatron-LM megatron/core/models/hybrid/hybrid_layer_allocation.py:385-392 and 435-440 "
+      "(select_pipeline_segment)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        const auto& p = c.par;
+        const int layers = c.model.published_layers();
+        if (!c.model.hybrid.enabled() || p.pp <= 1) return "";
+        if (p.vpp > 1)
+          return cat("vpp = ", p.vpp, " with a hybrid pattern that has no '|' stage breaks");
+        if (p.first_stage_layers == 0 && p.last_stage_layers == 0 && layers % p.pp != 0)
+          return cat("the hybrid pattern's ", layers, " layers are not divisible by pp = ", p.pp);
+        return "";
+      },
+      "use --vpp 1 and a pp that divides the hybrid pattern's layers (or write the pattern's "
+      "stage breaks '|' yourself)");
   add(out, model::kDistOptInstancesRule, kError,
       "Megatron-LM megatron/core/parallel_state.py:922-926 and 1447-1449 (initialize_model_parallel)",
       kAllVersions, kBothFrontends,

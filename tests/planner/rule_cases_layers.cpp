@@ -36,6 +36,17 @@ std::vector<RuleCase> layer_rule_cases() {
          relayout(c, 16, 1, 2, 5, 8, 512);
          c.par.pipeline_layout = balanced_pipeline_layout(c.model.num_layers, c.model.mtp_num_layers, 2, 5);
        }},
+      // Nemotron-3-Nano's 52-layer pattern on pp 2: no virtual stages without '|' breaks; pp 2
+      // divides it.
+      {"MCORE-HYBRID-PP",
+       [](Config& c, ValidationContext&) {
+         c.model = model::load_model_preset("nemotron-3-nano");
+         relayout(c, 16, 1, 2, 2, 8, 512);
+       },
+       [](Config& c, ValidationContext&) {
+         c.model = model::load_model_preset("nemotron-3-nano");
+         relayout(c, 16, 1, 2, 1, 8, 512);
+       }},
       // 16 GPUs, ep 8: data-parallel 16, expert data-parallel 2; three instances divide neither,
       // two divide both.
       {"MCORE-DISTOPT-INSTANCES",
