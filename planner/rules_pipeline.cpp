@@ -57,6 +57,22 @@ void add_pipeline_rules(std::vector<Rule>& out) {
       },
       "use --vpp 1 and a pp that divides the hybrid pattern's layers (or write the pattern's "
       "stage breaks '|' yourself)");
+  add(out, "MCORE-MAMBA-TP", kError,
+      "Megatron-LM megatron/core/ssm/mamba_mixer.py:262-274 (MambaMixer.__init__)", kAllVersions,
+      kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        const model::HybridSpec& y = c.model.hybrid;
+        if (!y.enabled() || y.count('M') == 0) return "";
+        if (y.mamba_num_heads % c.par.tp != 0)
+          return cat("mamba_num_heads = ", y.mamba_num_heads, " is not divisible by tp = ", c.par.tp);
+        if (y.mamba_num_groups % c.par.tp != 0)
+          return cat("mamba_num_groups = ", y.mamba_num_groups, " is not divisible by tp = ", c.par.tp);
+        if (y.mamba_num_heads % y.mamba_num_groups != 0)
+          return cat("mamba_num_heads = ", y.mamba_num_heads, " is not divisible by mamba_num_groups = ",
+                     y.mamba_num_groups);
+        return "";
+      },
+      "use a tp that divides the Mamba heads and groups");
   add(out, model::kDistOptInstancesRule, kError,
       "Megatron-LM megatron/core/parallel_state.py:922-926 and 1447-1449 (initialize_model_parallel)",
       kAllVersions, kBothFrontends,

@@ -47,6 +47,16 @@ std::vector<RuleCase> layer_rule_cases() {
          c.model = model::load_model_preset("nemotron-3-nano");
          relayout(c, 16, 1, 2, 1, 8, 512);
        }},
+      // Nemotron-3-Nano's 8 Mamba groups do not split over tp 16; tp 2 splits them.
+      {"MCORE-MAMBA-TP",
+       [](Config& c, ValidationContext&) {
+         c.model = model::load_model_preset("nemotron-3-nano");
+         relayout(c, 16, 16, 1, 1, 1, 512);
+       },
+       [](Config& c, ValidationContext&) {
+         c.model = model::load_model_preset("nemotron-3-nano");
+         relayout(c, 16, 2, 1, 1, 8, 512);
+       }},
       // 16 GPUs, ep 8: data-parallel 16, expert data-parallel 2; three instances divide neither,
       // two divide both.
       {"MCORE-DISTOPT-INSTANCES",
