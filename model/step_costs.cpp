@@ -60,6 +60,13 @@ constexpr double kFp8HostFactor = 1.27;
 /// own Python), as a share of a layer op's framework host time: measured with Megatron-Core's own
 /// layer by bench/megatron_host_oracle.py --recompute-ab (see docs/measurements.md).
 constexpr double kCheckpointRegionHostShare = 0.35;
+/// A layer's host time by its make-up, relative to grouped-query attention and routed experts
+/// only: multi-latent attention 1.04, a shared expert 1.08, both 1.13 — Megatron-Core's own layer
+/// timed in each form, interleaved (bench/megatron_host_oracle.py --structure, docs/measurements.md).
+double layer_structure_host_factor(const ModelSpec& m) {
+  const bool mla = m.attention == AttentionKind::mla, shared = m.shared_expert_ffn_hidden_size > 0;
+  return mla && shared ? 1.13 : mla ? 1.04 : shared ? 1.08 : 1.0;
+}
 /// A full garbage collection (gc.collect()) in a training process: in one holding a 27-layer
 /// Megatron-Core MoE model after training steps, 0.43-0.54 million objects, 250-274 ms on the H200
 /// machine's host (bench/megatron_host_oracle.py --gc); a real run holds more (TE, data loaders).
@@ -138,7 +145,8 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
   // A recomputed forward runs its modules' Python again inside the backward: the forward op's
   // host time in the share of its kernels that are recomputed (`rerun`).
   const int regions = op.dir == Direction::backward ? checkpoint_regions(cfg, op.kind, moe) : 0;
-  return unit * std::max(0.0, left) * (1.0 - moved + rerun + kCheckpointRegionHostShare * regions);
+  return unit * layer_structure_host_factor(cfg.model) * std::max(0.0, left) *
+         (1.0 - moved + rerun + kCheckpointRegionHostShare * regions);
 }
 
 int flex_comm_sms(const Config& cfg) {
