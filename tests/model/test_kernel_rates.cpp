@@ -91,6 +91,7 @@ TEST_CASE("fused attention runs at the measured forward and backward rates", "[c
 
 TEST_CASE("the framework's per-step host time is serial with the step", "[predict][host]") {
   Config c = qwen(4096);
+  c.hw.framework_op_host_us = 100;  // the framework's host work modelled in both
   c.hw.framework_step_host_us = 0;
   const Prediction a = predict(c, PredictMode::fast);
   c.hw.framework_step_host_us = 250000;
@@ -117,4 +118,24 @@ TEST_CASE("a delayed weight gradient's op takes a quarter of a module's op from 
   CHECK(added_us(OpKind::mlp_wgrad, Direction::wgrad) == Approx(200).margin(1));
   CHECK(added_us(OpKind::pre_dispatch_wgrad, Direction::wgrad) == Approx(200).margin(1));
   CHECK(added_us(OpKind::dispatch, Direction::forward) == Approx(400).margin(1));
+}
+
+TEST_CASE("the optimizer's host time grows with the parameter tensors a GPU holds",
+          "[predict][host]") {
+  // A grouped expert linear holds one weight per local expert: EP 2 holds 64 experts a layer
+  // where EP 8 holds 16, 48 layers x 2 linears x 48 more tensors at 128 us each.
+  Config wide = qwen(4096);
+  wide.hw.framework_op_host_us = 100;
+  Config narrow = wide;
+  wide.par.ep = 8;
+  narrow.par.ep = 2;
+  wide.derive_and_check();
+  narrow.derive_and_check();
+  const double extra = compute_step_costs(narrow).framework_step_us -
+                       compute_step_costs(wide).framework_step_us;
+  CHECK(extra == Approx(128.0 * 48 * 2 * 48).epsilon(1e-9));
+  // Without the framework's host work in the profile, no optimizer host time either.
+  wide.hw.framework_op_host_us = 0;
+  wide.hw.framework_step_host_us = 0;
+  CHECK(compute_step_costs(wide).framework_step_us == 0);
 }
