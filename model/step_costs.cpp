@@ -104,14 +104,19 @@ double parameter_tensors(const Config& cfg) {
 /// module in its own checkpoint (layernorm: the input and the pre-MLP norms; full recompute: the
 /// layer), whose set-up, saved-input bookkeeping and rerun under autograd cost host time of their
 /// own beside the rerun module's Python.
-static int checkpoint_regions(const Config& cfg, OpKind kind, bool moe) {
+/// Each region weighs what Megatron-Core's own layer measured for its module, relative to the
+/// mean of the three measured (bench/megatron_host_oracle.py --recompute-ab: GQA core_attn
+/// 0.91-0.94 ms, MLA core_attn 0.45-0.53, MLA mla_up_proj 1.47-1.56 a layer); modules the local
+/// spec cannot recompute without TE weigh 1.
+static double checkpoint_regions(const Config& cfg, OpKind kind, bool moe) {
   const Options& o = cfg.opt;
   if (o.recompute_granularity == RecomputeGranularity::full)
     return kind == OpKind::pre_dispatch ? 1 : 0;
-  int n = 0;
+  const bool mla = cfg.model.attention == AttentionKind::mla;
+  double n = 0;
   if (kind == OpKind::pre_dispatch) {
-    n += o.recomputes("core_attn") + 2 * o.recomputes("layernorm");
-    n += cfg.model.attention == AttentionKind::mla && o.recomputes("mla_up_proj");
+    n += o.recomputes("core_attn") * (mla ? 0.49 / 0.96 : 0.93 / 0.96) + 2 * o.recomputes("layernorm");
+    n += mla && o.recomputes("mla_up_proj") ? 1.51 / 0.96 : 0.0;
     n += moe && cfg.model.shared_expert_ffn_hidden_size > 0 && o.recomputes("shared_experts");
   } else if (kind == OpKind::mlp) {
     n += moe ? (o.recomputes("moe") || o.recomputes("moe_act")) : o.recomputes("mlp");
@@ -172,7 +177,7 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
                            : 0.0;
   // A recomputed forward runs its modules' Python again inside the backward: the forward op's
   // host time in the share of its kernels that are recomputed (`rerun`).
-  const int regions = op.dir == Direction::backward ? checkpoint_regions(cfg, op.kind, moe) : 0;
+  const double regions = op.dir == Direction::backward ? checkpoint_regions(cfg, op.kind, moe) : 0;
   return unit * layer_structure_host_factor(cfg.model) * std::max(0.0, left) *
          (1.0 - moved + rerun + kCheckpointRegionHostShare * regions);
 }
