@@ -152,7 +152,8 @@ std::string emit_mlm_model_args(const model::ModelSpec& m) {
   // What every preset shares and Megatron-LM's defaults do not (LayerNorm, learned absolute
   // positions, an output layer tied to the embedding).
   a.push_back("--normalization RMSNorm");
-  a.push_back("--position-embedding-type rope");
+  a.push_back(m.hybrid.enabled() ? "--position-embedding-type none"  // Nemotron-H: no positions
+                                 : "--position-embedding-type rope");
   a.push_back("--untie-embeddings-and-output-weights");
   std::ostringstream os;
   os << "# Megatron-LM model arguments: " << m.name << "\n";
