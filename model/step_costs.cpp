@@ -310,7 +310,14 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     const int domain = cfg.hw.nvlink_domain_size;
     const bool dense_net = dense_group * p.tp > domain;
     const bool expert_net = expert_group * p.ep * p.etp > domain;
-    const double per_param = 4.0;  // RS + AG, or all-reduce
+    // Bytes a parameter moves: its gradient reduce-scattered in the gradient buffer's type (fp32
+    // with grad_reduce_in_fp32) and the updated parameter all-gathered (FP8 with
+    // fp8_param_gather); without the distributed optimizer an all-reduce of the gradient, twice.
+    const double grad_bytes = cfg.opt.grad_reduce_in_fp32 ? 4.0 : 2.0;
+    const double per_param =
+        cfg.opt.distributed_optimizer
+            ? grad_bytes + (cfg.opt.fp8_param_gather && cfg.opt.precision == Precision::fp8 ? 1.0 : 2.0)
+            : 2 * grad_bytes;
     // With several distributed-optimizer instances the reduce-scatter and the all-gather run
     // inside an instance (DP-consecutive ranks), then the instance's shard is all-reduced across
     // the instances (param_and_grad_buffer.py, start_grad_sync).
