@@ -173,6 +173,32 @@ def time_gc(args, out):
         torch.cuda.empty_cache()
 
 
+def init_megatron(port):
+    """One rank of Megatron-Core on GPU 0 (MEGATRON_PATH or .devcarry/megatron on the path):
+    the process group, model-parallel state and RNG; returns the report's header."""
+    sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", port)
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    parallel_state.initialize_model_parallel(1, 1)
+    model_parallel_cuda_manual_seed(123)
+    return {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": []}
+
+
+def finish_megatron(out, path):
+    """Writes the report to `path` (if given) and leaves the process group."""
+    import torch.distributed as dist
+    if path:
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+    dist.destroy_process_group()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, nargs=2, default=[2, 6])
@@ -195,19 +221,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
-    sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29512")
+    out = init_megatron("29512")
     import torch
-    import torch.distributed as dist
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=0, world_size=1)
-    from megatron.core import parallel_state
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
     from megatron.core.transformer.moe.moe_logging import destroy_moe_metrics_tracker
-    parallel_state.initialize_model_parallel(1, 1)
-    model_parallel_cuda_manual_seed(123)
-    out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": []}
     # (name, hidden, experts, moe ffn, recompute): host-bound small layers, then a GPU-bound one,
     # then the first again with each recompute module.
     cases = [("host-bound, 8 experts", 256, 8, 256, None),
@@ -250,10 +266,7 @@ def main():
         out["cases"].append(case)
         print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in case.items()}),
               flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    dist.destroy_process_group()
+    finish_megatron(out, args.json)
 
 
 if __name__ == "__main__":

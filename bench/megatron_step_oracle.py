@@ -45,7 +45,6 @@ def build(layers, experts, vocab, seq):
         qk_head_dim=64, qk_pos_emb_head_dim=32, v_head_dim=64, rope_type="rope")
     spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
                                     normalization="RMSNorm", multi_latent_attention=True)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from megatron_host_oracle import sdpa_core_attention
     spec.submodules.self_attention.submodules.core_attention = sdpa_core_attention()
     model = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=vocab,
@@ -108,18 +107,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
-    sys.path.insert(0, os.environ.get("MEGATRON_PATH", ".devcarry/megatron"))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29513")
-    import torch
-    import torch.distributed as dist
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=0, world_size=1)
-    from megatron.core import parallel_state
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-    parallel_state.initialize_model_parallel(1, 1)
-    model_parallel_cuda_manual_seed(123)
-    out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": []}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_host_oracle import finish_megatron, init_megatron
+    out = init_megatron("29513")
     for experts in args.experts:
         for layers in args.layers:
             try:
@@ -138,10 +128,7 @@ def main():
         b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
         out["fit"] = {"host_us_fixed": my - b * mx, "host_us_per_tensor": b}
         print(json.dumps(out["fit"]), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    dist.destroy_process_group()
+    finish_megatron(out, args.json)
 
 
 if __name__ == "__main__":

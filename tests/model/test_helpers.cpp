@@ -4,20 +4,19 @@
 
 namespace epo::test {
 
-namespace {
-
-/// A configuration of a model preset on the h100-sxm datasheet preset, balanced routing.
-model::Config on_h100(const char* model_name, int gpus) {
+model::Config on_hardware(const char* model_name, int gpus, const char* hardware) {
   model::Config c;
   c.model_name = model_name;
   c.model = model::load_model_preset(model_name);
-  c.hardware_name = "h100-sxm";
-  c.hw = model::load_hardware_preset("h100-sxm");
+  c.hardware_name = hardware;
+  c.hw = model::load_hardware_preset(hardware);
   c.num_gpus = gpus;
   c.opt.routing.kind = model::RoutingKind::balanced;
   return c;
 }
 
+namespace {
+model::Config on_h100(const char* model_name, int gpus) { return on_hardware(model_name, gpus, "h100-sxm"); }
 }  // namespace
 
 model::Config tiny_config(int gpus) {

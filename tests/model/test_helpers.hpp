@@ -6,6 +6,9 @@
 
 namespace epo::test {
 
+/// A model preset on `gpus` GPUs of a hardware preset, balanced routing, layout not set.
+model::Config on_hardware(const char* model_name, int gpus, const char* hardware);
+
 /// The tiny model on `gpus` H100s with ep = gpus, balanced routing, seq 1024, mbs 1, one
 /// micro-batch per rank, checked.
 model::Config tiny_config(int gpus = 4);

@@ -8,6 +8,7 @@
 #include "model/error.hpp"
 #include "model/model_flops.hpp"
 #include "model/prediction.hpp"
+#include "test_helpers.hpp"
 
 using namespace epo;
 using namespace epo::model;
@@ -15,13 +16,7 @@ using namespace epo::model;
 namespace {
 
 Config hybrid_config(const char* name, int gpus, int ep, const char* hardware = "h100-sxm") {
-  Config c;
-  c.model_name = name;
-  c.model = load_model_preset(name);
-  c.hardware_name = hardware;
-  c.hw = load_hardware_preset(hardware);
-  c.num_gpus = gpus;
-  c.opt.routing.kind = RoutingKind::balanced;
+  Config c = test::on_hardware(name, gpus, hardware);
   c.par.ep = ep;
   c.par.seq_length = 8192;
   c.par.micro_batch_size = 1;
