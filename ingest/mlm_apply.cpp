@@ -74,10 +74,11 @@ void finish_hybrid(TableState& s, const std::map<std::string, Value>& given) {
   if (depths > 0 && m.mtp_num_layers == 0) m.mtp_num_layers = depths;
   model::HybridSpec& y = m.hybrid;
   y.pattern = main_part;
-  if (s.mamba_head_dim > 0) y.mamba_head_dim = s.mamba_head_dim;
-  if (s.mamba_state > 0) y.mamba_state_dim = s.mamba_state;
-  if (s.mamba_groups > 0) y.mamba_num_groups = s.mamba_groups;
-  y.mamba_num_heads = s.mamba_heads > 0 ? s.mamba_heads : 2 * m.hidden_size / std::max(1, y.mamba_head_dim);
+  // 0: not in the arguments (Megatron's default); any other value is checked as given.
+  if (s.mamba_head_dim != 0) y.mamba_head_dim = s.mamba_head_dim;
+  if (s.mamba_state != 0) y.mamba_state_dim = s.mamba_state;
+  if (s.mamba_groups != 0) y.mamba_num_groups = s.mamba_groups;
+  y.mamba_num_heads = s.mamba_heads != 0 ? s.mamba_heads : 2 * m.hidden_size / std::max(1, y.mamba_head_dim);
   if (!given.count("num_layers")) m.num_layers = static_cast<int>(main_part.size());
   model::apply_hybrid_pattern(m, where);
 }

@@ -104,6 +104,17 @@ void apply_hybrid_pattern(ModelSpec& m, const std::string& where) {
                     "first_k_dense_layers must be 0");
   EPO_REQUIRE_INPUT(m.hybrid.count('-') == 0 || m.ffn_hidden_size > 0, where,
                     ": the pattern's MLP layers ('-') need ffn_hidden_size > 0");
+  const HybridSpec& y = m.hybrid;
+  auto in = [&](const char* what, int v, int hi) {
+    EPO_REQUIRE_INPUT(v >= 1 && v <= hi, where, ": ", what, " = ", v, " (allowed: 1..", hi, ")");
+  };
+  in("mamba_num_heads", y.mamba_num_heads, 1 << 16);
+  in("mamba_head_dim", y.mamba_head_dim, 4096);
+  in("mamba_state_dim", y.mamba_state_dim, 4096);
+  in("mamba_num_groups", y.mamba_num_groups, 4096);
+  in("mamba_conv_kernel", y.mamba_conv_kernel, 64);
+  EPO_REQUIRE_INPUT(m.moe_latent_size >= 0 && m.moe_latent_size <= (1 << 20), where,
+                    ": moe_latent_size = ", m.moe_latent_size, " (allowed: 0..1048576)");
   m.num_layers = m.hybrid.count('E');
 }
 

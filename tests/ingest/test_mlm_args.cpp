@@ -162,6 +162,8 @@ TEST_CASE("hybrid (Mamba) patterns: read with their MoE layers, refused without"
   CHECK(refusal("--hybrid-override-pattern MEM*").find("without MoE layers") != std::string::npos);
   CHECK(refusal("--hybrid-layer-pattern 'M*X*'").find("'X'") != std::string::npos);
   CHECK(refusal("--hybrid-layer-pattern 'MEME' --num-experts 4 --moe-router-topk 2").empty());
+  CHECK(refusal("--hybrid-layer-pattern 'MEME' --num-experts 4 --moe-router-topk 2 "
+                "--mamba-num-heads -8").find("mamba_num_heads = -8") != std::string::npos);
   CHECK(refusal("--is-hybrid-model").empty());  // the flag alone: Megatron needs a pattern
   CHECK(refusal("--no-is-hybrid-model").empty());
 }
