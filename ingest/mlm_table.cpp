@@ -212,7 +212,12 @@ const std::vector<Row>& table_rows() {
       {"mamba_head_dim", [](S& s, const V& v) { s.mamba_head_dim = to_int(v); }},
       {"mamba_state_dim", [](S& s, const V& v) { s.mamba_state = to_int(v); }},
       {"mamba_num_groups", [](S& s, const V& v) { s.mamba_groups = to_int(v); }},
-      {"moe_latent_size", [](S& s, const V& v) { s.c.model.moe_latent_size = to_int(v); }},
+      {"moe_latent_size", [](S& s, const V& v) {
+         const int l = to_int(v);
+         EPO_REQUIRE_INPUT(l >= 0 && l <= model::kMaxMoeLatentSize, v.where(), ": '", v.raw(),
+                           "' is not a latent width (allowed: 0..", model::kMaxMoeLatentSize, ")");
+         s.c.model.moe_latent_size = l;
+       }},
       {"squared_relu", [](S& s, const V& v) {
          if (v.boolean()) s.c.model.gated_linear_unit = false;
        }},

@@ -49,6 +49,9 @@ struct HybridSpec {
   int mamba_conv_channels() const { return mamba_inner() + 2 * mamba_num_groups * mamba_state_dim; }
 };
 
+/// The largest latent MoE width any reader accepts.
+inline constexpr int kMaxMoeLatentSize = 1 << 20;
+
 struct ModelSpec {
   std::string name;
   int num_layers = 0;            ///< decoder layers, dense and MoE, without MTP (hybrid: its 'E')

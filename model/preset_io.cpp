@@ -4,6 +4,7 @@
 #include "model/json_reader.hpp"
 #include "model/limits.hpp"
 
+#include <limits>
 #include <map>
 #include <string>
 
@@ -54,16 +55,19 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
     throw EPO_INPUT_ERROR(where, ": key 'score_function' has value \"", sf,
                           "\" (allowed: softmax, sigmoid)");
   m.gated_linear_unit = r.get_bool("gated_linear_unit", true);
-  m.moe_latent_size = r.get_int("moe_latent_size", 0, 0, 1 << 20);
+  // The hybrid sizes' ranges are checked once, by apply_hybrid_pattern, for every reader (this
+  // file's and Megatron-LM arguments').
+  constexpr int kAny = std::numeric_limits<int>::max();
+  m.moe_latent_size = r.get_int("moe_latent_size", 0, 0, kMaxMoeLatentSize);
   if (r.has("hybrid")) {
     auto hr = r.object("hybrid");
     HybridSpec& y = m.hybrid;
     y.pattern = hr.require_string("pattern");
-    y.mamba_num_heads = hr.require_int("mamba_num_heads", 1, 1 << 16);
-    y.mamba_head_dim = hr.get_int("mamba_head_dim", 64, 1, 4096);
-    y.mamba_state_dim = hr.get_int("mamba_state_dim", 128, 1, 4096);
-    y.mamba_num_groups = hr.get_int("mamba_num_groups", 8, 1, 4096);
-    y.mamba_conv_kernel = hr.get_int("mamba_conv_kernel", 4, 1, 64);
+    y.mamba_num_heads = hr.require_int("mamba_num_heads", -kAny, kAny);
+    y.mamba_head_dim = hr.get_int("mamba_head_dim", 64, -kAny, kAny);
+    y.mamba_state_dim = hr.get_int("mamba_state_dim", 128, -kAny, kAny);
+    y.mamba_num_groups = hr.get_int("mamba_num_groups", 8, -kAny, kAny);
+    y.mamba_conv_kernel = hr.get_int("mamba_conv_kernel", 4, -kAny, kAny);
     for (const auto& [k, v] : hr.sources()) m.sources["hybrid." + k] = v;
     hr.finish();
   }
@@ -113,8 +117,6 @@ void apply_hybrid_pattern(ModelSpec& m, const std::string& where) {
   in("mamba_state_dim", y.mamba_state_dim, 4096);
   in("mamba_num_groups", y.mamba_num_groups, 4096);
   in("mamba_conv_kernel", y.mamba_conv_kernel, 64);
-  EPO_REQUIRE_INPUT(m.moe_latent_size >= 0 && m.moe_latent_size <= (1 << 20), where,
-                    ": moe_latent_size = ", m.moe_latent_size, " (allowed: 0..1048576)");
   m.num_layers = m.hybrid.count('E');
 }
 

@@ -64,7 +64,7 @@ constexpr double kCheckpointRegionHostShare = 0.35;
 /// A layer's host time by its make-up, relative to grouped-query attention and routed experts
 /// only: multi-latent attention 1.04, a shared expert 1.08, both 1.13 — Megatron-Core's own layer
 /// timed in each form, interleaved (bench/megatron_host_oracle.py --structure, docs/measurements.md).
-double layer_structure_host_factor(const ModelSpec& m) {
+static double layer_structure_host_factor(const ModelSpec& m) {
   const bool mla = m.attention == AttentionKind::mla, shared = m.shared_expert_ffn_hidden_size > 0;
   return mla && shared ? 1.13 : mla ? 1.04 : shared ? 1.08 : 1.0;
 }
@@ -80,7 +80,7 @@ constexpr double kOptimizerHostUsPerTensor = 128.0;
 
 /// Parameter tensors of the fullest pipeline stage as Megatron-Core (Transformer Engine layers)
 /// holds them: a grouped expert linear holds one weight per local expert.
-double parameter_tensors(const Config& cfg) {
+static double parameter_tensors(const Config& cfg) {
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;
   const double layers = std::ceil(static_cast<double>(m.num_layers) / std::max(1, p.pp));
@@ -109,14 +109,17 @@ double parameter_tensors(const Config& cfg) {
 /// 0.91-0.94 ms, MLA core_attn 0.45-0.53, MLA mla_up_proj 1.47-1.56 a layer); modules the local
 /// spec cannot recompute without TE weigh 1.
 static double checkpoint_regions(const Config& cfg, OpKind kind, bool moe) {
+  constexpr double kGqaCoreAttnMs = 0.93, kMlaCoreAttnMs = 0.49, kMlaUpProjMs = 1.51;
+  constexpr double kMeanMs = (kGqaCoreAttnMs + kMlaCoreAttnMs + kMlaUpProjMs) / 3;
   const Options& o = cfg.opt;
   if (o.recompute_granularity == RecomputeGranularity::full)
     return kind == OpKind::pre_dispatch ? 1 : 0;
   const bool mla = cfg.model.attention == AttentionKind::mla;
   double n = 0;
   if (kind == OpKind::pre_dispatch) {
-    n += o.recomputes("core_attn") * (mla ? 0.49 / 0.96 : 0.93 / 0.96) + 2 * o.recomputes("layernorm");
-    n += mla && o.recomputes("mla_up_proj") ? 1.51 / 0.96 : 0.0;
+    n += o.recomputes("core_attn") * (mla ? kMlaCoreAttnMs : kGqaCoreAttnMs) / kMeanMs +
+         2 * o.recomputes("layernorm");
+    n += mla && o.recomputes("mla_up_proj") ? kMlaUpProjMs / kMeanMs : 0.0;
     n += moe && cfg.model.shared_expert_ffn_hidden_size > 0 && o.recomputes("shared_experts");
   } else if (kind == OpKind::mlp) {
     n += moe ? (o.recomputes("moe") || o.recomputes("moe_act")) : o.recomputes("mlp");
