@@ -1,7 +1,9 @@
 // Per-cluster fit on published runs: coordinate descent with golden-section line searches over
 // five bounded parameters, minimising the mean |ln(predicted / published TFLOP/s)| of the rows
 // fitted on (beyond ln 1.5 a row's term grows at a quarter of the rate, so a row the model cannot
-// explain weighs less). Rows are predicted with the fast path (within ~1 % of the simulation).
+// explain weighs less). The framework's host time per layer op is one value for every cluster,
+// fitted on their rows together; the rest per cluster. Rows are predicted with the fast path
+// (within ~1 % of the simulation).
 #include "calibration/published_fit.hpp"
 
 #include <cmath>
@@ -23,13 +25,16 @@ struct Param {
   /// Searched on a log scale: a rate spanning decades whose objective is flat at the top (the
   /// kernel then bound by its bytes), where a linear search's first points would both fall.
   bool log_scale = false;
+  /// One value for every cluster, fitted on their rows together: a property of the framework's
+  /// Python on the host, not of the GPU, which one cluster's rows rarely pin down alone.
+  bool pooled = false;
 };
 
 const Param kParams[] = {
     {"fp8_gemm_efficiency", &model::HardwareProfile::fp8_gemm_efficiency, 0.30, 0.85,
      "FP8 GEMM efficiency"},
     {"framework_op_host_us", &model::HardwareProfile::framework_op_host_us, 0.0, 1500.0,
-     "framework host time per layer op"},
+     "framework host time per layer op", false, true},
     {"net_efficiency", &model::HardwareProfile::net_efficiency, 0.20, 1.0,
      "scale-out network efficiency"},
     {"framework_step_host_us", &model::HardwareProfile::framework_step_host_us, 0.0, 1e6,
@@ -81,6 +86,68 @@ double golden(const std::function<double(double)>& f, double lo, double hi, int 
   return fc < fd ? c : d;
 }
 
+/// Where a parameter was fitted: on how many rows, of how many clusters together.
+struct FittedOn {
+  std::size_t rows = 0;
+  int clusters = 0;
+};
+
+/// One cluster under fit: its profile, rows, and which parameters its rows can tell.
+struct ClusterState {
+  model::HardwareProfile hw;
+  std::vector<FitRow> all, rated;  ///< every row; those publishing TFLOP/s/GPU
+  bool any_fp8 = false, any_net = false, any_short = false, any_ssd = false;
+  std::map<std::string, FittedOn> fitted;
+  ClusterFit fit;
+};
+
+/// Whether this cluster's rows fit parameter p: a value measured on kernels or fitted on per-op
+/// benchmarks is kept (its source says so; one carried from another GPU and "not measured"
+/// there is not), and a parameter its rows cannot tell keeps its preset value.
+bool fitted_here(const ClusterState& c, const Param& p) {
+  const auto src = c.hw.sources.find(p.name);
+  if (src != c.hw.sources.end() && (src->second.rfind("measured", 0) == 0 ||
+                                    src->second.find("calibrate ops") != std::string::npos))
+    return false;
+  if (p.field == &model::HardwareProfile::fp8_gemm_efficiency) return c.any_fp8;
+  if (p.field == &model::HardwareProfile::net_efficiency) return c.any_net;
+  if (p.field == &model::HardwareProfile::ssd_efficiency) return c.any_ssd;
+  if (p.field == &model::HardwareProfile::framework_step_host_us) return c.any_short;
+  return !c.rated.empty();
+}
+
+double search(const Param& p, const std::function<double(double)>& f) {
+  return p.log_scale ? std::exp(golden([&](double x) { return f(std::exp(x)); }, std::log(p.lo),
+                                       std::log(p.hi), 18))
+                     : golden(f, p.lo, p.hi, 18);
+}
+
+/// A pooled parameter: one value minimising the mean over every row of the clusters whose rows
+/// tell it (each row predicted with its own cluster's profile).
+void fit_pooled(std::vector<ClusterState>& cs, const Param& p) {
+  std::vector<ClusterState*> on;
+  std::size_t n = 0;
+  for (ClusterState& c : cs)
+    if (fitted_here(c, p)) {
+      on.push_back(&c);
+      n += c.rated.size();
+    }
+  if (on.empty()) return;
+  const double v = search(p, [&](double x) {
+    double sum = 0;
+    for (ClusterState* c : on) {
+      model::HardwareProfile t = c->hw;
+      t.*(p.field) = x;
+      sum += objective(c->rated, t) * static_cast<double>(c->rated.size());
+    }
+    return sum / static_cast<double>(n);
+  });
+  for (ClusterState* c : on) {
+    c->hw.*(p.field) = v;
+    c->fitted[p.name] = {n, static_cast<int>(on.size())};
+  }
+}
+
 }  // namespace
 
 std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>& rows,
@@ -96,70 +163,68 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
     by_cluster[r.cluster].push_back({*r.config, has_tf ? tf : 0.0, has_st ? st : 0.0});
     base.emplace(r.cluster, r.config->hw);
   }
-  std::map<std::string, ClusterFit> out;
+  std::vector<ClusterState> cs;
   for (auto& [cluster, fr] : by_cluster) {
     if (static_cast<int>(fr.size()) < min_rows) continue;
-    model::HardwareProfile hw = base[cluster];
-    hw.name = cluster;
-    if (hw.fp8_gemm_efficiency <= 0) hw.fp8_gemm_efficiency = hw.gemm_efficiency;
-    ClusterFit fit;
-    fit.rows = static_cast<int>(fr.size());
-    fit.before_mean_abs_log = objective(fr, hw);
-    bool any_fp8 = false, any_bf16 = false, any_net = false, any_short = false, any_ssd = false;
-    for (const auto& r : fr) {
-      any_ssd = any_ssd || (r.published_tflops > 0 && r.cfg.model.hybrid.count('M') > 0);
-      any_short = any_short || (r.published_step_s > 0 && r.published_step_s < kShortStepS);
+    ClusterState c;
+    c.hw = base[cluster];
+    c.hw.name = cluster;
+    if (c.hw.fp8_gemm_efficiency <= 0) c.hw.fp8_gemm_efficiency = c.hw.gemm_efficiency;
+    c.all = std::move(fr);
+    c.fit.rows = static_cast<int>(c.all.size());
+    c.fit.before_mean_abs_log = objective(c.all, c.hw);
+    for (const auto& r : c.all) {
+      c.any_ssd = c.any_ssd || (r.published_tflops > 0 && r.cfg.model.hybrid.count('M') > 0);
+      c.any_short = c.any_short || (r.published_step_s > 0 && r.published_step_s < kShortStepS);
       if (r.published_tflops <= 0) continue;
-      (r.cfg.opt.precision == model::Precision::fp8 ? any_fp8 : any_bf16) = true;
-      any_net = any_net || r.cfg.ep_num_domains() > 1 ||
-                r.cfg.num_gpus > r.cfg.hw.nvlink_domain_size;
+      c.any_fp8 = c.any_fp8 || r.cfg.opt.precision == model::Precision::fp8;
+      c.any_net = c.any_net || r.cfg.ep_num_domains() > 1 ||
+                  r.cfg.num_gpus > r.cfg.hw.nvlink_domain_size;
+      // The kernel, per-op host and network parameters are fitted on the rows with a published
+      // TFLOP/s/GPU (production recipes); the per-step host time on every row, the CI runs'
+      // short steps included (their functional-test logging would otherwise drag the per-op
+      // values).
+      c.rated.push_back(r);
     }
-    // The kernel, per-op host and network parameters are fitted on the rows with a published
-    // TFLOP/s/GPU (production recipes); the per-step host time on every row, the CI runs' short
-    // steps included (their functional-test logging would otherwise drag the per-op values).
-    std::vector<FitRow> rated;
-    for (const auto& r : fr)
-      if (r.published_tflops > 0) rated.push_back(r);
-    std::map<std::string, std::size_t> fitted;  // parameter -> rows it was fitted on
-    for (int round = 0; round < 3; ++round) {
-      for (const Param& p : kParams) {
+    cs.push_back(std::move(c));
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (const Param& p : kParams) {
+      if (p.pooled) {
+        fit_pooled(cs, p);
+        continue;
+      }
+      for (ClusterState& c : cs) {
+        if (!fitted_here(c, p)) continue;
         const bool per_step = p.field == &model::HardwareProfile::framework_step_host_us;
-        // A value measured on kernels or fitted on per-op benchmarks is kept (its source says so;
-        // one carried from another GPU and "not measured" there is not).
-        const auto src = hw.sources.find(p.name);
-        if (src != hw.sources.end() && (src->second.rfind("measured", 0) == 0 ||
-                                        src->second.find("calibrate ops") != std::string::npos))
-          continue;
-        if (p.field == &model::HardwareProfile::fp8_gemm_efficiency && !any_fp8) continue;
-        if (p.field == &model::HardwareProfile::net_efficiency && !any_net) continue;
-        if (p.field == &model::HardwareProfile::ssd_efficiency && !any_ssd) continue;
-        if (per_step ? !any_short : rated.empty()) continue;
-        std::vector<FitRow>& on = per_step ? fr : rated;
-        auto f = [&](double v) {
-          model::HardwareProfile t = hw;
+        std::vector<FitRow>& on = per_step ? c.all : c.rated;
+        c.hw.*(p.field) = search(p, [&](double v) {
+          model::HardwareProfile t = c.hw;
           t.*(p.field) = v;
           return objective(on, t);
-        };
-        hw.*(p.field) =
-            p.log_scale ? std::exp(golden([&](double x) { return f(std::exp(x)); },
-                                          std::log(p.lo), std::log(p.hi), 18))
-                        : golden(f, p.lo, p.hi, 18);
-        fitted[p.name] = on.size();
+        });
+        c.fitted[p.name] = {on.size(), 1};
       }
     }
-    fit.after_mean_abs_log = objective(fr, hw);
-    for (const auto& [name, n] : fitted) {
+  }
+  std::map<std::string, ClusterFit> out;
+  for (ClusterState& c : cs) {
+    c.fit.after_mean_abs_log = objective(c.all, c.hw);
+    for (const auto& [name, on] : c.fitted) {
       std::ostringstream why;
-      why << "fitted " << date << " by epo calibrate published on " << n
-          << " published run(s) of this cluster (models not held out); robust mean |ln error| "
-          << "of its " << fr.size() << " rows " << fit.before_mean_abs_log << " -> "
-          << fit.after_mean_abs_log;
-      hw.provenance[name] = why.str();
-      hw.sources.erase(name);  // the datasheet's or a bench's source no longer applies
+      why << "fitted " << date << " by epo calibrate published on " << on.rows
+          << " published run(s) of "
+          << (on.clusters > 1 ? std::to_string(on.clusters) +
+                                    " clusters together (the framework's host time, one value)"
+                              : std::string("this cluster"))
+          << " (models not held out); robust mean |ln error| of this cluster's " << c.all.size()
+          << " rows " << c.fit.before_mean_abs_log << " -> " << c.fit.after_mean_abs_log;
+      c.hw.provenance[name] = why.str();
+      c.hw.sources.erase(name);  // the datasheet's or a bench's source no longer applies
     }
-    hw.calibrated = true;
-    fit.profile = hw;
-    out[cluster] = fit;
+    c.hw.calibrated = true;
+    c.fit.profile = c.hw;
+    out[c.hw.name] = c.fit;
   }
   return out;
 }

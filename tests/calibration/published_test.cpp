@@ -8,6 +8,7 @@
 
 #include "calibration/published.hpp"
 #include "calibration/published_fit.hpp"
+#include "model/config_io.hpp"
 #include "catch.hpp"
 #include "model/prediction.hpp"
 
@@ -125,6 +126,39 @@ TEST_CASE("a fit takes the per-step host time from short CI steps, the rest from
   const double step_s = model::predict(refit, model::PredictMode::fast).step_time_us * 1e-6;
   CHECK(step_s == Approx(ci.published.step_time_s).epsilon(0.05));
   CHECK(hw.framework_step_host_us > 0);
+}
+
+TEST_CASE("the per-op host time is one value fitted on every cluster's rows together",
+          "[published][fit]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  auto rows = load_published_runs(kRows, clusters);
+  // The same run on a second cluster (its own GPU preset), published slower: each cluster's own
+  // fit would take a different host time; the pooled fit gives both one value, the other
+  // parameters stay per cluster.
+  PublishedRow other = rows[0];
+  other.id = "other-cluster";
+  other.cluster = "dgx-b200";
+  other.config->hw = model::load_hardware_preset("b200");
+  other.published.tflops_per_gpu = rows[0].published.tflops_per_gpu * 0.8;
+  const std::vector<PublishedRow> fit_rows{rows[0], other};
+  const auto fits = fit_published(fit_rows, Split{}, "2026-12-03", 1);
+  REQUIRE(fits.count("dgx-h100") == 1);
+  REQUIRE(fits.count("dgx-b200") == 1);
+  const model::HardwareProfile& h = fits.at("dgx-h100").profile;
+  const model::HardwareProfile& b = fits.at("dgx-b200").profile;
+  CHECK(h.framework_op_host_us == b.framework_op_host_us);
+  CHECK(h.framework_op_host_us > 0);
+  REQUIRE(h.provenance.count("framework_op_host_us") == 1);
+  CHECK(h.provenance.at("framework_op_host_us").find("on 2 published run(s) of 2 clusters") !=
+        std::string::npos);
+  int own = 0;
+  for (const auto& [name, why] : b.provenance)
+    if (name != "framework_op_host_us") {
+      ++own;
+      CHECK(why.find("of this cluster") != std::string::npos);
+    }
+  CHECK(own >= 1);
 }
 
 TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[published]") {
