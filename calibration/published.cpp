@@ -20,7 +20,9 @@ using namespace detail;
 
 /// The model preset a published model label names ("" when EPO has none).
 std::string preset_for_model(const std::string& label, std::string* why) {
-  const std::string l = lower(label);
+  // "Qwen3 235B A22B", "qwen3_235b_a22b" and "Qwen3-235B-A22B" name the same model.
+  std::string l = lower(label);
+  std::replace_if(l.begin(), l.end(), [](char c) { return c == ' ' || c == '_'; }, '-');
   struct Known { const char* needle; const char* preset; };
   // Architectures EPO cannot express: say so instead of approximating them.
   for (const char* other : {"qwen3-next", "deepseek-v4", "nemotron-3.5"}) {

@@ -221,6 +221,14 @@ TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[
   CHECK(same.config->opt.dispatcher == model::Dispatcher::flex);
   CHECK(same.config->opt.flex_backend == model::FlexBackend::hybridep);
   CHECK(same.assumptions.empty());
+  // The model's name written with spaces or underscores names the same preset.
+  for (const char* label : {"Qwen3 235B A22B", "qwen3_235b_a22b"}) {
+    nlohmann::json j = row;
+    j["model"] = label;
+    const PublishedRow spelled = map_published_row(j, clusters);
+    CHECK(spelled.model_preset == "qwen3-235b-a22b");
+    CHECK(spelled.config.has_value());
+  }
 }
 
 TEST_CASE("a dropless row routes with a trained router, its forced-balance twin balanced",
