@@ -79,7 +79,13 @@ void finish_hybrid(TableState& s, const std::map<std::string, Value>& given) {
   if (s.mamba_state != 0) y.mamba_state_dim = s.mamba_state;
   if (s.mamba_groups != 0) y.mamba_num_groups = s.mamba_groups;
   y.mamba_num_heads = s.mamba_heads != 0 ? s.mamba_heads : 2 * m.hidden_size / std::max(1, y.mamba_head_dim);
-  if (!given.count("num_layers")) m.num_layers = static_cast<int>(main_part.size());
+  // The pattern sets the layer count; Megatron-LM warns and ignores a --num-layers that differs.
+  const int layers = static_cast<int>(main_part.size());
+  if (given.count("num_layers") && m.num_layers != layers && s.report)
+    s.report->warnings.push_back(where + ": the hybrid pattern's " + std::to_string(layers) +
+                                 " layers used, num_layers = " + std::to_string(m.num_layers) +
+                                 " ignored (as Megatron-LM does)");
+  m.num_layers = layers;
   model::apply_hybrid_pattern(m, where);
 }
 

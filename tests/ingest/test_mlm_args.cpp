@@ -166,6 +166,16 @@ TEST_CASE("hybrid (Mamba) patterns: read with their MoE layers, refused without"
                 "--mamba-num-heads -8").find("mamba_num_heads = -8") != std::string::npos);
   CHECK(refusal("--is-hybrid-model").empty());  // the flag alone: Megatron needs a pattern
   CHECK(refusal("--no-is-hybrid-model").empty());
+  // A --num-layers other than the pattern's count: Megatron-LM warns and takes the pattern's.
+  ReadReport r;
+  const model::Config c = config_from_mlm_args(
+      base, arch + "--hybrid-override-pattern 'MEM*EMEM*EME*' --num-experts 4 --moe-router-topk 2\n",
+      "args", r);
+  CHECK(c.model.hybrid.pattern.size() == 13);
+  CHECK(c.model.num_layers == 5);  // its MoE layers
+  bool warned = false;
+  for (const auto& w : r.warnings) warned = warned || w.find("13 layers used") != std::string::npos;
+  CHECK(warned);
 }
 
 TEST_CASE("moe_layer_freq forms") {
