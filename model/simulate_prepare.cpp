@@ -1,6 +1,7 @@
 // Loading a schedule into the simulator: op parameters, dependencies and hardware-queue order.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "model/error.hpp"
 #include "model/simulate_detail.hpp"
@@ -30,9 +31,20 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
   end_.assign(total, -1);
   overflow_.clear();
   // Op parameters depend only on (cost source, kind, direction, role, fold): resolve each once.
+  // A schedule uses a few dozen of the table's entries; only those are cleared again (on the way
+  // out, an exception included), not the whole table on every call.
   constexpr int kKinds = static_cast<int>(OpKind::dp_grad_reduce) + 1;
-  cache_.assign(static_cast<std::size_t>(4) * kKinds * 3 * 3 * 2, Cached{});
+  constexpr std::size_t kCacheSize = static_cast<std::size_t>(4) * kKinds * 3 * 3 * 2;
+  if (cache_.size() != kCacheSize) cache_.assign(kCacheSize, Cached{});
   auto& cache = cache_;
+  thread_local std::vector<std::size_t> used;
+  used.clear();
+  struct ClearUsed {
+    std::vector<Cached>& cache;
+    ~ClearUsed() {
+      for (const std::size_t k : used) cache[k].set = false;
+    }
+  } clear_used{cache};
   for (int r = 0; r < R; ++r) {
     const Schedule& sc = ranks[r];
     const bool fold = !(sc.overlapped && cfg.opt.delay_wgrad_compute);
@@ -50,6 +62,7 @@ void Simulator::prepare(const Schedule* ranks, int num_ranks, const Config& cfg,
       Cached& c = cache[key];
       if (!c.set || so.kind == OpKind::dp_grad_reduce) {
         const OpParams p = resolve_op(costs, so, fold);
+        if (!c.set) used.push_back(key);
         c.set = true;
         c.dur = p.duration_ns;
         c.host_ns = p.host_ns;

@@ -29,6 +29,7 @@ namespace {
 
 using detail::better;
 using detail::Bounded;
+using detail::evaluate_missing;
 using detail::ErrorRules;
 using detail::Incumbents;
 using detail::Summary;
@@ -36,6 +37,10 @@ using detail::Summary;
 struct WorkerOut {
   std::vector<Summary> feasible;
   std::unordered_map<std::string, long long> rejected;
+  // The two common reasons, counted without building or hashing their names (merged into
+  // `rejected` after the workers are done).
+  std::unordered_map<const Rule*, long long> rejected_by_rule;
+  long long rejected_memory = 0;
   long long evaluated = 0;
   long long skipped = 0;
 };
@@ -72,7 +77,7 @@ void run_exhaustive(const SearchSpec& spec, const ErrorRules& rules,
     }
     ++out.evaluated;
     if (const Rule* r = rules.first_error(work)) {
-      ++out.rejected[r->id];
+      ++out.rejected_by_rule[r];
       return;
     }
     if (!have_pred) {
@@ -80,7 +85,7 @@ void run_exhaustive(const SearchSpec& spec, const ErrorRules& rules,
       return;
     }
     if (!pred.memory.fits) {
-      ++out.rejected["memory"];
+      ++out.rejected_memory;
       return;
     }
     out.feasible.push_back(
@@ -95,17 +100,18 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
                  detail::ShapeCostCache& shape_costs) {
   Config work = spec.base;
   detail::LayoutMemory layout_memory;
+  detail::LastBound last_bound;
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
     apply_candidate(work, c);
     model::MemoryBreakdown mem;
     try {
       if (const Rule* r = rules.first_error(work)) {
-        ++out.rejected[r->id];
+        ++out.rejected_by_rule[r];
         return;
       }
       if (layout_memory.cannot_fit(c)) {
-        ++out.rejected["memory"];
+        ++out.rejected_memory;
         return;
       }
       // The memory the prediction reports (estimate_memory walks the schedule itself).
@@ -116,7 +122,7 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
       return;
     }
     if (!mem.fits) {
-      ++out.rejected["memory"];
+      ++out.rejected_memory;
       return;
     }
     double lb = 0;
@@ -125,7 +131,7 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
       model::StepCosts parallel;
       model::add_parallel_costs(work, parallel);
       set_bound_parallel_costs(parallel, bc);
-      lb = step_lower_bound_us(work, bc);
+      lb = last_bound.bound_us(c, work, bc);
     } catch (const std::exception&) {
       lb = 0;  // the prediction will say what is wrong
     }
@@ -157,42 +163,13 @@ void run_evaluate(const SearchSpec& spec, const std::vector<Candidate>& cands,
     }
     ++out.evaluated;
     if (!pred.memory.fits) {
-      ++out.rejected["memory"];
+      ++out.rejected_memory;
       return;
     }
     inc.add(b, pred.step_time_us, pred.memory.total_bytes);
     out.feasible.push_back(
         {b.idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
   });
-}
-
-/// Predicts the candidates `wanted` selects that are not among `feasible` (fast mode skipped
-/// them), with the same filters as exhaustive evaluation; returns those that pass.
-template <typename Wanted>
-std::vector<Summary> evaluate_missing(const ErrorRules& rules, const SearchSpec& spec,
-                                      const std::vector<Candidate>& cands,
-                                      const std::vector<Summary>& feasible, const Wanted& wanted,
-                                      long long& evaluated) {
-  std::vector<Summary> out;
-  Config work = spec.base;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (!wanted(cands[i])) continue;
-    const long long idx = static_cast<long long>(i);
-    if (std::any_of(feasible.begin(), feasible.end(),
-                    [&](const Summary& s) { return s.idx == idx; }))
-      continue;
-    apply_candidate(work, cands[i]);
-    if (rules.first_error(work)) continue;
-    try {
-      const model::Prediction pred = model::predict_fast_ranking(work);
-      ++evaluated;
-      if (pred.memory.fits)
-        out.push_back({idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
-    } catch (const std::exception&) {
-      ++evaluated;  // the model rejects it, as exhaustive evaluation would
-    }
-  }
-  return out;
 }
 
 /// Same layout, dispatcher and overlap/recompute flags: differ at most in comm SMs and graphs.
@@ -283,6 +260,8 @@ SearchResult search(const SearchSpec& spec) {
   for (auto& o : outs) {
     feas.insert(feas.end(), o.feasible.begin(), o.feasible.end());
     for (const auto& [k, v] : o.rejected) rejected[k] += v;
+    for (const auto& [r, v] : o.rejected_by_rule) rejected[r->id] += v;
+    if (o.rejected_memory > 0) rejected["memory"] += o.rejected_memory;
     res.evaluated += o.evaluated;
     res.skipped += o.skipped;
   }

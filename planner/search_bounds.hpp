@@ -1,9 +1,10 @@
 #pragma once
-// The search's pruning state (internal to planner/search.cpp and planner/step_bound.cpp): the
+// The search's pruning state (internal to planner/search.cpp and planner/search_bounds.cpp): the
 // bounds of a candidate that passed the cheap filters and the incumbents they are tested against.
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <queue>
@@ -81,6 +82,35 @@ class LayoutMemory {
   bool known_ = false;
   std::array<int, 8> layout_{};
   double static_bytes_ = 0, capacity_bytes_ = 0;
+};
+
+/// The step bound of the candidate bounded last, by everything it reads (step_lower_bound_us:
+/// the costs, pp, vpp, the micro-batch count, the pipeline layout and the overlap flags; the rest
+/// of the configuration is the search's base). Candidates come in runs of one layout whose last
+/// field, the CUDA graphs, often moves no cost: those share one bound. One per filter worker.
+class LastBound {
+ public:
+  /// step_lower_bound_us(cfg, costs) for candidate `c` (`cfg`: the base with `c` applied).
+  double bound_us(const Candidate& c, const model::Config& cfg, const BoundCosts& costs) {
+    const std::array<int, 7> key{c.pp,      c.vpp,     cfg.par.num_microbatches(),
+                                 c.layout,  c.overlap, c.delay_wgrad,
+                                 c.early_release};
+    if (valid_ && key == key_ && std::memcmp(&costs, &costs_, sizeof costs) == 0) return bound_us_;
+    valid_ = false;  // stays so when the bound throws
+    bound_us_ = step_lower_bound_us(cfg, costs);
+    valid_ = true;
+    key_ = key;
+    costs_ = costs;
+    return bound_us_;
+  }
+
+ private:
+  // BoundCosts holds doubles only: equal bytes, equal costs.
+  static_assert(sizeof(BoundCosts) % sizeof(double) == 0, "BoundCosts holds doubles only");
+  bool valid_ = false;
+  std::array<int, 7> key_{};
+  BoundCosts costs_;
+  double bound_us_ = 0;
 };
 
 /// What the evaluated plans already guarantee; a candidate whose bounds cannot beat it is

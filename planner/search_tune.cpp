@@ -44,6 +44,33 @@ TuningGroup tuning_group(const Candidate& c) {
           c.delay_wgrad, c.early_release, c.recompute};
 }
 
+std::vector<Summary> evaluate_missing(const ErrorRules& rules, const SearchSpec& spec,
+                                      const std::vector<Candidate>& cands,
+                                      const std::vector<Summary>& feasible,
+                                      const std::function<bool(const Candidate&)>& wanted,
+                                      long long& evaluated) {
+  std::vector<Summary> out;
+  Config work = spec.base;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!wanted(cands[i])) continue;
+    const long long idx = static_cast<long long>(i);
+    if (std::any_of(feasible.begin(), feasible.end(),
+                    [&](const Summary& s) { return s.idx == idx; }))
+      continue;
+    apply_candidate(work, cands[i]);
+    if (rules.first_error(work)) continue;
+    try {
+      const model::Prediction pred = model::predict_fast_ranking(work);
+      ++evaluated;
+      if (pred.memory.fits)
+        out.push_back({idx, pred.step_time_us, pred.memory.total_bytes, pred.tokens_per_s_per_gpu});
+    } catch (const std::exception&) {
+      ++evaluated;  // the model rejects it, as exhaustive evaluation would
+    }
+  }
+  return out;
+}
+
 std::vector<int> flex_sm_counts(FlexBackend backend) {
   if (backend == FlexBackend::deepep) return {16, 20, 24, 32};
   return {8, 16, 24, 32};

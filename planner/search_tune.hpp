@@ -1,7 +1,9 @@
 #pragma once
-// Internal to the plan search (planner/search.cpp): the evaluated plans' summaries and the second
-// pass that tunes the flex backends' SM count of the plans that can be reported.
+// Internal to the plan search (planner/search.cpp): the evaluated plans' summaries, the second
+// pass that tunes the flex backends' SM count of the plans that can be reported, and the late
+// evaluation of reference plans the bounds skipped.
 #include <array>
+#include <functional>
 #include <vector>
 
 #include "planner/search.hpp"
@@ -35,6 +37,15 @@ class ErrorRules {
 /// same are listed once in the top N (the others as its variants).
 using TuningGroup = std::array<int, 13>;
 TuningGroup tuning_group(const Candidate& c);
+
+/// Predicts the candidates `wanted` selects that are not among `feasible` (fast mode skipped
+/// them), with the same filters as exhaustive evaluation; returns those that pass and counts the
+/// predictions in `evaluated`.
+std::vector<Summary> evaluate_missing(const ErrorRules& rules, const SearchSpec& spec,
+                                      const std::vector<Candidate>& cands,
+                                      const std::vector<Summary>& feasible,
+                                      const std::function<bool(const Candidate&)>& wanted,
+                                      long long& evaluated);
 
 /// The SM counts the search tries for a flex backend's dispatch and combine kernels.
 std::vector<int> flex_sm_counts(model::FlexBackend backend);

@@ -25,10 +25,12 @@
 #include "planner/step_bound.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "model/schedule.hpp"
-#include "planner/search_bounds.hpp"
 #include "planner/step_bound_detail.hpp"
 
 namespace epo::planner {
@@ -79,12 +81,18 @@ struct ChunkSums {
 /// Least time each stream needs for `combined` combined steps of `pairs` MoE layer pairs each.
 /// Paths through consecutive steps add up (each stream runs in issue order), so the steps are
 /// taken in blocks long enough to come near the steady state (16 pairs), the rest as one shorter
-/// block. One walk of a block gives every shorter one on the way; the ranks of a configuration
-/// share most of them.
+/// block. One walk of a block gives every shorter one on the way. A walk depends only on the MoE
+/// layer's op times, the two flags, the pairs per step and the send times: the ranks of a
+/// configuration share most walks, and so do the pipeline layouts the search tries for one shape,
+/// so walks are kept per thread across calls.
 class CombinedSpans {
  public:
   CombinedSpans(const PairCosts& p, bool delayed, bool early)
-      : p_(p), delayed_(delayed), early_(early) {}
+      : p_(p), delayed_(delayed), early_(early), done_(this_call()) {
+    done_.clear();
+    // A bound on the memory; emptied only here, so that this call's walks stay valid.
+    if (memo().size() >= kMaxWalks) memo().clear();
+  }
 
   detail::LaneSpans operator()(int pairs, int combined, double send_f_ns, double send_b_ns) {
     detail::LaneSpans out;
@@ -99,25 +107,71 @@ class CombinedSpans {
 
  private:
   static constexpr int kBlockPairs = 16;
-  struct Walk {
-    int pairs;
-    double send_f_ns, send_b_ns;
-    detail::LaneSpans spans[kBlockPairs];  // after 1, 2, ... steps of the block
+  /// Everything a walk reads, as raw bytes (equal bytes, equal walk).
+  struct Key {
+    double v[14];
+    bool operator==(const Key& o) const { return std::memcmp(v, o.v, sizeof v) == 0; }
   };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t h = 0xcbf29ce484222325ULL;
+      for (const double d : k.v) {
+        std::uint64_t bits;
+        std::memcpy(&bits, &d, sizeof bits);
+        h = (h ^ bits) * 0x100000001b3ULL;
+      }
+      return static_cast<std::size_t>(h ^ (h >> 32));
+    }
+  };
+  struct Spans {
+    detail::LaneSpans s[kBlockPairs];  // after 1, 2, ... steps of the block
+  };
+  static_assert(sizeof(PairCosts) == 10 * sizeof(double), "PairCosts holds ten doubles");
 
+  /// The walk's spans: from this call's walks, else from the thread's, else walked now.
   const detail::LaneSpans* walk(int pairs, int steps, double send_f_ns, double send_b_ns) {
     for (const Walk& w : done_)
       if (w.pairs == pairs && w.send_f_ns == send_f_ns && w.send_b_ns == send_b_ns)
         return w.spans;
-    done_.push_back({pairs, send_f_ns, send_b_ns, {}});
-    detail::combined_steps_spans(p_, delayed_, early_, pairs, steps, send_f_ns, send_b_ns,
-                                 done_.back().spans);
-    return done_.back().spans;
+    const detail::LaneSpans* s = shared_walk(pairs, steps, send_f_ns, send_b_ns);
+    done_.push_back({pairs, send_f_ns, send_b_ns, s});
+    return s;
   }
 
+  static std::unordered_map<Key, Spans, KeyHash>& memo() {
+    thread_local std::unordered_map<Key, Spans, KeyHash> walks;
+    return walks;
+  }
+
+  const detail::LaneSpans* shared_walk(int pairs, int steps, double send_f_ns, double send_b_ns) {
+    auto& memo = CombinedSpans::memo();
+    Key k;
+    std::memcpy(k.v, &p_, sizeof p_);
+    k.v[10] = send_f_ns;
+    k.v[11] = send_b_ns;
+    k.v[12] = pairs;
+    k.v[13] = steps + (delayed_ ? 0.25 : 0.0) + (early_ ? 0.5 : 0.0);
+    const auto it = memo.find(k);
+    if (it != memo.end()) return it->second.s;
+    Spans& out = memo[k];
+    detail::combined_steps_spans(p_, delayed_, early_, pairs, steps, send_f_ns, send_b_ns, out.s);
+    return out.s;
+  }
+
+  static constexpr std::size_t kMaxWalks = 1 << 13;  // about 3 MB
+  struct Walk {
+    int pairs;
+    double send_f_ns, send_b_ns;
+    const detail::LaneSpans* spans;
+  };
   const PairCosts& p_;
   bool delayed_, early_;
-  std::vector<Walk> done_;
+  static std::vector<Walk>& this_call() {
+    thread_local std::vector<Walk> walks;
+    return walks;
+  }
+  /// This call's walks (a handful), looked up before the thread's memo.
+  std::vector<Walk>& done_;
 };
 
 /// Least time the combined steps of one rank need on each stream. Paths add up over consecutive
@@ -129,7 +183,8 @@ detail::LaneSpans rank_combined_spans(const detail::RankSteps& steps, const Pair
   struct Runs {
     int pairs, length, count;
   };
-  std::vector<Runs> runs;  // steps.runs by MoE pairs instead of chunks: fewer to walk
+  thread_local std::vector<Runs> runs;  // steps.runs by MoE pairs instead of chunks: fewer to walk
+  runs.clear();
   int fewest = 1 << 30, combined = 0;
   for (const auto& run : steps.runs) {
     const int pairs = pairs_of(run.f_chunk, run.b_chunk);
@@ -191,7 +246,8 @@ double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs) {
   const LayerSums &moe = costs.moe, &dense = costs.dense, &mtp = costs.mtp;
   const std::vector<int> stage_layers = model::virtual_stage_layers(cfg);
   const int stages = P * V;
-  std::vector<ChunkSums> chunk(static_cast<std::size_t>(stages));  // [stage = chunk * P + rank]
+  thread_local std::vector<ChunkSums> chunk;  // [stage = chunk * P + rank]
+  chunk.assign(static_cast<std::size_t>(stages), ChunkSums{});
   int first_layer = 0;
   for (int st = 0; st < stages; ++st) {
     ChunkSums& c = chunk[static_cast<std::size_t>(st)];
@@ -302,47 +358,5 @@ double step_lower_bound_us(const model::Config& cfg, const BoundCosts& costs) {
   // every schedule (model::predict).
   return kSlack * best / 1000.0 + costs.optimizer_step_us + costs.framework_step_us;
 }
-
-namespace detail {
-
-ShapeCostCache::Key ShapeCostCache::key_of(const Candidate& c) {
-  return {c.tp,         c.cp,      c.ep,          c.etp,       c.mbs,
-          c.comm_sms,   c.dispatcher, c.backend, c.delay_wgrad, c.recompute,
-          c.cuda_graph};
-}
-
-bool ShapeCostCache::Key::operator==(const Key& o) const {
-  return tp == o.tp && cp == o.cp && ep == o.ep && etp == o.etp && mbs == o.mbs &&
-         comm_sms == o.comm_sms && dispatcher == o.dispatcher && backend == o.backend &&
-         delay_wgrad == o.delay_wgrad && recompute == o.recompute && cuda_graph == o.cuda_graph;
-}
-
-std::size_t ShapeCostCache::KeyHash::operator()(const Key& k) const {
-  std::uint64_t h = 0;
-  for (const long long v : {static_cast<long long>(k.tp), static_cast<long long>(k.cp),
-                            static_cast<long long>(k.ep), static_cast<long long>(k.etp),
-                            static_cast<long long>(k.mbs), static_cast<long long>(k.comm_sms),
-                            static_cast<long long>(k.dispatcher), static_cast<long long>(k.backend),
-                            static_cast<long long>(k.delay_wgrad),
-                            static_cast<long long>(k.recompute), static_cast<long long>(k.cuda_graph)})
-    h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL;
-  return static_cast<std::size_t>(h ^ (h >> 29));
-}
-
-BoundCosts ShapeCostCache::shape_part(const Candidate& c, const model::Config& cfg) {
-  const Key k = key_of(c);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = map_.find(k);
-    if (it != map_.end()) return it->second;
-  }
-  // Computed outside the lock: two workers may both compute a shape, with the same result.
-  const BoundCosts b = bound_shape_costs(cfg.hw, model::compute_shape_costs(cfg));
-  std::lock_guard<std::mutex> lock(mu_);
-  map_.emplace(k, b);
-  return b;
-}
-
-}  // namespace detail
 
 }  // namespace epo::planner
