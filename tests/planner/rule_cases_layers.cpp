@@ -25,6 +25,11 @@ void selective(Config& c, std::vector<std::string> modules) {
   c.opt.recompute_granularity = RecomputeGranularity::selective;
   c.opt.recompute_modules = std::move(modules);
 }
+/// Nemotron-3-Nano (the hybrid Mamba preset) on 16 GPUs, global batch 512.
+void nano(Config& c, int tp, int pp, int vpp, int ep) {
+  c.model = model::load_model_preset("nemotron-3-nano");
+  relayout(c, 16, tp, pp, vpp, ep, 512);
+}
 }  // namespace
 
 std::vector<RuleCase> layer_rule_cases() {
@@ -38,25 +43,11 @@ std::vector<RuleCase> layer_rule_cases() {
        }},
       // Nemotron-3-Nano's 52-layer pattern on pp 2: no virtual stages without '|' breaks; pp 2
       // divides it.
-      {"MCORE-HYBRID-PP",
-       [](Config& c, ValidationContext&) {
-         c.model = model::load_model_preset("nemotron-3-nano");
-         relayout(c, 16, 1, 2, 2, 8, 512);
-       },
-       [](Config& c, ValidationContext&) {
-         c.model = model::load_model_preset("nemotron-3-nano");
-         relayout(c, 16, 1, 2, 1, 8, 512);
-       }},
+      {"MCORE-HYBRID-PP", [](Config& c, ValidationContext&) { nano(c, 1, 2, 2, 8); },
+       [](Config& c, ValidationContext&) { nano(c, 1, 2, 1, 8); }},
       // Nemotron-3-Nano's 8 Mamba groups do not split over tp 16; tp 2 splits them.
-      {"MCORE-MAMBA-TP",
-       [](Config& c, ValidationContext&) {
-         c.model = model::load_model_preset("nemotron-3-nano");
-         relayout(c, 16, 16, 1, 1, 1, 512);
-       },
-       [](Config& c, ValidationContext&) {
-         c.model = model::load_model_preset("nemotron-3-nano");
-         relayout(c, 16, 2, 1, 1, 8, 512);
-       }},
+      {"MCORE-MAMBA-TP", [](Config& c, ValidationContext&) { nano(c, 16, 1, 1, 1); },
+       [](Config& c, ValidationContext&) { nano(c, 2, 1, 1, 8); }},
       // 16 GPUs, ep 8: data-parallel 16, expert data-parallel 2; three instances divide neither,
       // two divide both.
       {"MCORE-DISTOPT-INSTANCES",
