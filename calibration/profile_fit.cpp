@@ -162,6 +162,7 @@ Fit refine_on_runs(const HardwareProfile& hw, const std::vector<MeasuredRun>& ru
     // gemm_call_us = 0 would mean "the kernel launch cost": keep it positive.
     const bool coeff = name.find("coeff") != std::string::npos;
     pb.lower(k) = efficiency ? 1e-4 : name == "gemm_call_us" ? 1e-3 : latency || coeff ? 0.0 : 0.1;
+    if (which == "step" && name == "kernel_launch_us") pb.lower(k) = f.fields[k].base;
     pb.upper(k) = efficiency ? 10.0 : latency ? 1e3 : coeff ? 1.0 : 1e5;
     base(k) = f.fields[k].base;
   }
@@ -327,10 +328,17 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
   if (any_virtual) {
     // Virtual ranks: one host thread issues every rank's kernels, and an op's measured span holds
     // whatever the GPU queue still had of the op before it (a host wait moves time between ops),
-    // so whole step times are fitted, for the per-kernel issue cost only: the GEMM call cost
-    // comes from the GEMM sweep (fitting it on the runs trades it against the expert count of
-    // skewed routing, which the model does not know well for the executor).
+    // so whole step times are fitted, for the per-kernel issue cost and the GEMM rate the layer
+    // sustains: a step keeps the GPU at its power limit for seconds, where the sweep's GEMMs
+    // run alone for milliseconds, and its GEMMs share the GPU with the other ranks' streams.
+    // Fitting the per-kernel cost alone made it stand for both (45 us a kernel on one H200),
+    // so models of few large GEMMs stayed 11-14 % too fast. The GEMM rate first (refused where
+    // the steps do not depend on it, e.g. a tiny model's launch-bound step), then the per-kernel
+    // cost for what is left, floored at the launch sweep's empty kernels back to back. The GEMM
+    // call cost comes from the GEMM sweep (fitting it on the runs trades it against the expert
+    // count of skewed routing, which the model does not know well for the executor).
     run_fit(fit_vr_tail(hw, runs));
+    run_fit(refine_on_runs(hw, runs, "step", {"gemm_efficiency"}));
     run_fit(refine_on_runs(hw, runs, "step", {"kernel_launch_us"}));
   } else if (!runs.empty()) {
     // Compute ops: the GEMM rate, the per-kernel cost (the executor's many small kernels pay
