@@ -1,10 +1,12 @@
 // Megatron-LM CI runs: the argument list of a functional test case as a Config.
 #include "calibration/published_mlm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <regex>
+#include <vector>
 
 #include "model/error.hpp"
 #include "model/memory.hpp"
@@ -15,6 +17,25 @@ namespace epo::calib {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// A run whose iteration times scatter more than this (the middle half of the steps it reports
+/// spans this share of their median) has no steady step time: a shared or throttled machine.
+constexpr double kNoisyTimingSpread = 0.2;
+
+/// Interquartile range of the iteration times a CI row reports, relative to their median; 0 when
+/// it reports fewer than four.
+double iteration_time_spread(const nlohmann::json& j) {
+  const auto it = j.find("iteration_time_values_used");
+  if (it == j.end() || !it->is_object()) return 0;
+  std::vector<double> t;
+  for (const auto& [step, v] : it->items())
+    if (v.is_number() && std::isfinite(v.get<double>())) t.push_back(v.get<double>());
+  if (t.size() < 4) return 0;
+  std::sort(t.begin(), t.end());
+  const auto at = [&](double q) { return t[static_cast<std::size_t>(q * (t.size() - 1))]; };
+  const double median = at(0.5);
+  return median > 0 ? (at(0.75) - at(0.25)) / median : 0;
+}
 
 struct Args {
   const nlohmann::json& a;
@@ -88,6 +109,8 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   if (j.contains("mem_max_allocated_bytes") && j["mem_max_allocated_bytes"].is_number())
     r.published.peak_memory_gb = j["mem_max_allocated_bytes"].get<double>() / 1e9;
   if (std::isfinite(r.published.step_time_s)) r.published.fits = 1;
+  // Predicted and listed, but neither fitted on nor counted in the step-time errors.
+  if (iteration_time_spread(j) > kNoisyTimingSpread) r.status = "noisy-timing";
   auto reject = [&](std::string why) {
     r.unsupported = std::move(why);
     return r;

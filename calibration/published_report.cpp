@@ -176,8 +176,9 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
       c.split = split.held_out(r) || !fittable ? "held-out" : "fit";
     }
     if (std::isfinite(c.error_pct) && r.status != "failed-OOM") {
-      const bool current = r.status != "superseded";
-      const std::string status = current ? "" : "superseded:";
+      // Superseded rows and CI rows with scattered iteration times are reported apart.
+      const bool current = r.status == "current" || r.status.empty();
+      const std::string status = current ? "" : r.status + ":";
       groups[status + "all"].push_back(c.error_pct);
       if (current) {
         groups["cluster:" + r.cluster].push_back(c.error_pct);

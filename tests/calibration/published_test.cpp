@@ -314,3 +314,37 @@ TEST_CASE("a Megatron-LM CI row takes Megatron-LM's dropout defaults where its a
   CHECK(model::estimate_memory(*silent.config, 1).activations_bytes >
         model::estimate_memory(*set.config, 1).activations_bytes);
 }
+
+TEST_CASE("a CI row whose iteration times scatter is predicted but kept out of the fit and the errors",
+          "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = {{"id", "moe/ci_case::dev_dgx_h100"}, {"platform", "dgx_h100"},
+                        {"gpus", 8}, {"iteration_time_s_median", 0.3}};
+  row["args"] = {{"--num-layers", 2}, {"--hidden-size", 512}, {"--num-attention-heads", 8},
+                 {"--seq-length", 1024}, {"--max-position-embeddings", 1024},
+                 {"--micro-batch-size", 4}, {"--global-batch-size", 32}, {"--num-experts", 8},
+                 {"--moe-router-topk", 1}, {"--expert-model-parallel-size", 2}, {"--bf16", true}};
+  // Steady steps: 0.29-0.31 s.
+  row["iteration_time_values_used"] = {{"6", 0.30}, {"7", 0.29}, {"8", 0.31}, {"9", 0.30},
+                                       {"10", 0.30}, {"11", 0.31}, {"12", 0.29}, {"13", 0.30}};
+  const PublishedRow steady = map_published_row(row, clusters);
+  REQUIRE(steady.config);
+  CHECK(steady.status == "current");
+  // The same run on a shared machine: its middle half of steps spans 0.2-0.6 s.
+  row["iteration_time_values_used"] = {{"6", 0.20}, {"7", 0.60}, {"8", 0.25}, {"9", 0.55},
+                                       {"10", 0.30}, {"11", 0.45}, {"12", 0.22}, {"13", 0.70}};
+  const PublishedRow noisy = map_published_row(row, clusters);
+  REQUIRE(noisy.config);
+  CHECK(noisy.status == "noisy-timing");
+  const PublishedReport rep = compare_published({steady, noisy}, Split{}, true);
+  REQUIRE(rep.rows.size() == 2);
+  CHECK(std::isfinite(rep.rows[1].predicted.step_time_s));
+  REQUIRE(rep.by_group.count("all") == 1);
+  CHECK(rep.by_group.at("all").n == 1);
+  REQUIRE(rep.by_group.count("noisy-timing:all") == 1);
+  CHECK(rep.by_group.at("noisy-timing:all").n == 1);
+  // A fit takes the steady row and leaves the noisy one.
+  CHECK(fit_published({steady}, Split{}, "2026-12-03", 1).count("dgx-h100") == 1);
+  CHECK(fit_published({noisy}, Split{}, "2026-12-03", 1).empty());
+}
