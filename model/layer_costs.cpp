@@ -89,6 +89,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
 
   // ---- pre_dispatch ----
   std::vector<Component> pd_f, pd_b, pd_w;
+  for (auto* v : {&pd_f, &pd_b, &pd_w}) v->reserve(32);  // the planner builds layers by the thousand
   const auto att = attention_gemms(b);
   const auto shared = moe ? shared_expert_gemms(b) : std::vector<Component>{};
   // Virtual ranks exist only in `epo run`, whose layer leaves out the LayerNorms and the router's
@@ -216,13 +217,15 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       for (const auto& c : shared) pd_b.push_back(recomputed(c));
   }
 
-  L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::forward, StreamKind::compute, pd_f));
-  L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::backward, StreamKind::compute, pd_b));
+  L.ops.reserve(12);  // the part lists are not read again: moved, not copied
+  L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::forward, StreamKind::compute, std::move(pd_f)));
+  L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::backward, StreamKind::compute, std::move(pd_b)));
   if (delay)
-    L.ops.push_back(Builder::assemble(OpKind::pre_dispatch_wgrad, Direction::wgrad, StreamKind::compute, pd_w));
+    L.ops.push_back(Builder::assemble(OpKind::pre_dispatch_wgrad, Direction::wgrad, StreamKind::compute, std::move(pd_w)));
 
   // ---- mlp ----
   std::vector<Component> mlp_f, mlp_b, mlp_w;
+  for (auto* v : {&mlp_f, &mlp_b, &mlp_w}) v->reserve(16);
   if (moe) {
     // Virtual ranks share one GPU: the device does every rank's pairs, so the mean rank's load
     // times the ranks (Builder::timed) is the work; on real GPUs the busiest rank sets the pace.
@@ -314,10 +317,10 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     }
     if (full_recompute || o.recomputes("mlp")) append(mlp_b, renamed(mlp_f, "recompute"));
   }
-  L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::forward, StreamKind::compute, mlp_f));
-  L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::backward, StreamKind::compute, mlp_b));
+  L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::forward, StreamKind::compute, std::move(mlp_f)));
+  L.ops.push_back(Builder::assemble(OpKind::mlp, Direction::backward, StreamKind::compute, std::move(mlp_b)));
   if (moe && delay)
-    L.ops.push_back(Builder::assemble(OpKind::mlp_wgrad, Direction::wgrad, StreamKind::compute, mlp_w));
+    L.ops.push_back(Builder::assemble(OpKind::mlp_wgrad, Direction::wgrad, StreamKind::compute, std::move(mlp_w)));
 
   // ---- dispatch / combine (EP communication) ----
   if (moe) {
@@ -366,16 +369,15 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
     if (full_recompute) append(di_b, renamed(di_f, "recompute"));
     const LinkClass link = b.p_.ep > 1 ? b.ep_link() : LinkClass::none;
     const int sms = b.comm_sms();
-    for (auto [dir, parts, kind] :
-         {std::make_tuple(Direction::forward, di_f, OpKind::dispatch),
-          std::make_tuple(Direction::backward, di_b, OpKind::dispatch),
-          std::make_tuple(Direction::forward, co_f, OpKind::combine),
-          std::make_tuple(Direction::backward, co_b, OpKind::combine)}) {
-      OpCost op = Builder::assemble(kind, dir, StreamKind::comm, parts);
-      op.link = link;
-      op.sms = sms;
-      L.ops.push_back(op);
-    }
+    auto comm_op = [&](OpKind kind, Direction dir, std::vector<Component>& parts) {
+      L.ops.push_back(Builder::assemble(kind, dir, StreamKind::comm, std::move(parts)));
+      L.ops.back().link = link;
+      L.ops.back().sms = sms;
+    };
+    comm_op(OpKind::dispatch, Direction::forward, di_f);
+    comm_op(OpKind::dispatch, Direction::backward, di_b);
+    comm_op(OpKind::combine, Direction::forward, co_f);
+    comm_op(OpKind::combine, Direction::backward, co_b);
     // Host blocking points (reference §3.4): alltoall syncs the splits before the dispatch when
     // dropless; DeepEP's CPU waits for the receive counts; HybridEP unless capacity is static
     // (a capacity factor, or a rank capacity with the paged stash: counts stay on the device).

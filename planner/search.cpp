@@ -100,11 +100,12 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
                  detail::ShapeCostCache& shape_costs) {
   Config work = spec.base;
   detail::LayoutMemory layout_memory;
+  detail::TwinMemory twin_memory;
   detail::LastBound last_bound;
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
     apply_candidate(work, c);
-    model::MemoryBreakdown mem;
+    detail::TwinMemory::Estimate mem;
     try {
       if (const Rule* r = rules.first_error(work)) {
         ++out.rejected_by_rule[r];
@@ -114,9 +115,15 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
         ++out.rejected_memory;
         return;
       }
-      // The memory the prediction reports (estimate_memory walks the schedule itself).
-      mem = model::estimate_memory(work);
-      layout_memory.note(c, mem);
+      if (const auto* twin = twin_memory.find(c)) {
+        mem = *twin;
+      } else {
+        // The memory the prediction reports (estimate_memory walks the schedule itself).
+        const model::MemoryBreakdown m = model::estimate_memory(work);
+        layout_memory.note(c, m);
+        twin_memory.note(c, m);
+        mem = {m.total_bytes, m.fits};
+      }
     } catch (const std::exception& e) {
       ++out.rejected[std::string("model: ") + e.what()];
       return;

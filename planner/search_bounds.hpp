@@ -84,6 +84,51 @@ class LayoutMemory {
   double static_bytes_ = 0, capacity_bytes_ = 0;
 };
 
+/// The memory estimates of the last candidates by everything of a candidate estimate_memory
+/// reads: every field but early_release (ep_overlap_early_attn_memory_release reorders the
+/// overlapped schedule's ops; the memory model walks Megatron's step order, model/memory*.cpp,
+/// and never reads it). A candidate with early release comes a few places after its twin without
+/// (search_space.cpp: only recompute and CUDA graphs vary faster), so a table of the last
+/// estimate per delayed wgrad, recompute and CUDA graphs finds the twin. One per filter worker.
+class TwinMemory {
+ public:
+  struct Estimate {
+    double total_bytes = 0;
+    bool fits = false;
+  };
+  /// The estimate of `c`'s twin, or nullptr.
+  const Estimate* find(const Candidate& c) const {
+    const Slot& s = slots_[slot_of(c)];
+    return s.valid && same_but_early_release(s.cand, c) ? &s.estimate : nullptr;
+  }
+  /// Notes `m`, the estimate of candidate `c`.
+  void note(const Candidate& c, const model::MemoryBreakdown& m) {
+    Slot& s = slots_[slot_of(c)];
+    s.valid = true;
+    s.cand = c;
+    s.estimate = {m.total_bytes, m.fits};
+  }
+
+ private:
+  struct Slot {
+    bool valid = false;
+    Candidate cand;
+    Estimate estimate;
+  };
+  static std::size_t slot_of(const Candidate& c) {
+    return (static_cast<std::size_t>(c.delay_wgrad != 0) * 4 + (c.recompute & 3u)) * 2 +
+           (c.cuda_graph & 1u);
+  }
+  static bool same_but_early_release(const Candidate& a, const Candidate& b) {
+    return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.cp == b.cp && a.ep == b.ep &&
+           a.etp == b.etp && a.mbs == b.mbs && a.dispatcher == b.dispatcher &&
+           a.backend == b.backend && a.overlap == b.overlap && a.delay_wgrad == b.delay_wgrad &&
+           a.comm_sms == b.comm_sms && a.recompute == b.recompute &&
+           a.cuda_graph == b.cuda_graph && a.layout == b.layout;
+  }
+  std::array<Slot, 16> slots_{};
+};
+
 /// The step bound of the candidate bounded last, by everything it reads (step_lower_bound_us:
 /// the costs, pp, vpp, the micro-batch count, the pipeline layout and the overlap flags; the rest
 /// of the configuration is the search's base). Candidates come in runs of one layout whose last
