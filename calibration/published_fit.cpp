@@ -33,7 +33,7 @@ struct Param {
 const Param kParams[] = {
     {"fp8_gemm_efficiency", &model::HardwareProfile::fp8_gemm_efficiency, 0.30, 0.85,
      "FP8 GEMM efficiency"},
-    {"framework_op_host_us", &model::HardwareProfile::framework_op_host_us, 0.0, 1500.0,
+    {"framework_op_host_us", &model::HardwareProfile::framework_op_host_us, 0.0, 3000.0,
      "framework host time per layer op", false, true},
     {"net_efficiency", &model::HardwareProfile::net_efficiency, 0.20, 1.0,
      "scale-out network efficiency"},
