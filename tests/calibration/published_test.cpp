@@ -17,7 +17,18 @@ using namespace epo::calib;
 
 namespace {
 const std::string kRows = std::string(EPO_EXAMPLE_DATA_DIR) + "/published_rows.jsonl";
+
+/// A Megatron-LM CI row of a 2-layer MoE model on 8 H100s, its step time 0.3 s.
+nlohmann::json ci_row() {
+  nlohmann::json row = {{"id", "moe/ci_case::dev_dgx_h100"}, {"platform", "dgx_h100"},
+                        {"gpus", 8}, {"iteration_time_s_median", 0.3}};
+  row["args"] = {{"--num-layers", 2}, {"--hidden-size", 512}, {"--num-attention-heads", 8},
+                 {"--seq-length", 1024}, {"--max-position-embeddings", 1024},
+                 {"--micro-batch-size", 4}, {"--global-batch-size", 32}, {"--num-experts", 8},
+                 {"--moe-router-topk", 1}, {"--expert-model-parallel-size", 2}, {"--bf16", true}};
+  return row;
 }
+}  // namespace
 
 TEST_CASE("published rows map to configurations or say why not", "[published]") {
   ClusterMap clusters;
@@ -293,13 +304,8 @@ TEST_CASE("a Megatron-LM CI row takes Megatron-LM's dropout defaults where its a
           "[published]") {
   ClusterMap clusters;
   clusters.datasheet_only = true;
-  nlohmann::json row = {{"id", "moe/ci_case::dev_dgx_h100"}, {"platform", "dgx_h100"},
-                        {"gpus", 8}, {"iteration_time_s_median", 0.3}};
-  row["args"] = {{"--num-layers", 2}, {"--hidden-size", 512}, {"--num-attention-heads", 8},
-                 {"--seq-length", 1024}, {"--max-position-embeddings", 1024},
-                 {"--micro-batch-size", 4}, {"--global-batch-size", 32}, {"--num-experts", 8},
-                 {"--moe-router-topk", 1}, {"--expert-model-parallel-size", 2},
-                 {"--bf16", true}, {"--attention-backend", "unfused"}};
+  nlohmann::json row = ci_row();
+  row["args"]["--attention-backend"] = "unfused";
   const PublishedRow silent = map_published_row(row, clusters);
   REQUIRE(silent.config);
   CHECK(silent.config->opt.attention_dropout == 0.1);
@@ -319,12 +325,7 @@ TEST_CASE("a CI row whose iteration times scatter is predicted but kept out of t
           "[published]") {
   ClusterMap clusters;
   clusters.datasheet_only = true;
-  nlohmann::json row = {{"id", "moe/ci_case::dev_dgx_h100"}, {"platform", "dgx_h100"},
-                        {"gpus", 8}, {"iteration_time_s_median", 0.3}};
-  row["args"] = {{"--num-layers", 2}, {"--hidden-size", 512}, {"--num-attention-heads", 8},
-                 {"--seq-length", 1024}, {"--max-position-embeddings", 1024},
-                 {"--micro-batch-size", 4}, {"--global-batch-size", 32}, {"--num-experts", 8},
-                 {"--moe-router-topk", 1}, {"--expert-model-parallel-size", 2}, {"--bf16", true}};
+  nlohmann::json row = ci_row();
   // Steady steps: 0.29-0.31 s.
   row["iteration_time_values_used"] = {{"6", 0.30}, {"7", 0.29}, {"8", 0.31}, {"9", 0.30},
                                        {"10", 0.30}, {"11", 0.31}, {"12", 0.29}, {"13", 0.30}};
