@@ -88,8 +88,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   L.is_moe = moe;
 
   // ---- pre_dispatch ----
-  std::vector<Component> pd_f, pd_b, pd_w;
-  for (auto* v : {&pd_f, &pd_b, &pd_w}) v->reserve(32);  // the planner builds layers by the thousand
+  std::vector<Component> pd_f, pd_b, pd_w, mlp_f, mlp_b, mlp_w;
+  for (auto* v : {&pd_f, &pd_b, &pd_w, &mlp_f, &mlp_b, &mlp_w}) v->reserve(32);
   const auto att = attention_gemms(b);
   const auto shared = moe ? shared_expert_gemms(b) : std::vector<Component>{};
   // Virtual ranks exist only in `epo run`, whose layer leaves out the LayerNorms and the router's
@@ -217,15 +217,13 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       for (const auto& c : shared) pd_b.push_back(recomputed(c));
   }
 
-  L.ops.reserve(12);  // the part lists are not read again: moved, not copied
+  // The part lists are not read again: moved, not copied.
   L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::forward, StreamKind::compute, std::move(pd_f)));
   L.ops.push_back(Builder::assemble(OpKind::pre_dispatch, Direction::backward, StreamKind::compute, std::move(pd_b)));
   if (delay)
     L.ops.push_back(Builder::assemble(OpKind::pre_dispatch_wgrad, Direction::wgrad, StreamKind::compute, std::move(pd_w)));
 
   // ---- mlp ----
-  std::vector<Component> mlp_f, mlp_b, mlp_w;
-  for (auto* v : {&mlp_f, &mlp_b, &mlp_w}) v->reserve(16);
   if (moe) {
     // Virtual ranks share one GPU: the device does every rank's pairs, so the mean rank's load
     // times the ranks (Builder::timed) is the work; on real GPUs the busiest rank sets the pace.
