@@ -17,6 +17,7 @@
 #include "model/schedule.hpp"
 #include "planner/search.hpp"
 #include "planner/search_bounds.hpp"
+#include "planner/search_rule_cache.hpp"
 #include "planner/search_tune.hpp"
 #include "planner/step_bound.hpp"
 
@@ -102,12 +103,13 @@ void run_filters(const SearchSpec& spec, const ErrorRules& rules,
   detail::LayoutMemory layout_memory;
   detail::TwinMemory twin_memory;
   detail::LastBound last_bound;
+  detail::RuleVerdictCache verdicts(rules);
   for_each_chunked(static_cast<long long>(cands.size()), 512, cursor, done, [&](long long i) {
     const Candidate& c = cands[static_cast<size_t>(i)];
     apply_candidate(work, c);
     detail::TwinMemory::Estimate mem;
     try {
-      if (const Rule* r = rules.first_error(work)) {
+      if (const Rule* r = verdicts.first_error(c, work)) {
         ++out.rejected_by_rule[r];
         return;
       }

@@ -27,6 +27,9 @@ class ErrorRules {
   explicit ErrorRules(const ValidationContext& ctx);
   /// The first rule error of the configuration, or nullptr.
   const Rule* first_error(const model::Config& cfg) const;
+  /// The rules first_error checks, in its order.
+  const std::vector<const Rule*>& rules() const { return rules_; }
+  const ValidationContext& ctx() const { return *ctx_; }
 
  private:
   const ValidationContext* ctx_;
