@@ -30,6 +30,10 @@ struct Candidate {
   /// 0 Megatron's plain split, 1 balanced_pipeline_layout (pp * vpp does not divide the layers),
   /// or kKeep (the base configuration's layout fields).
   std::uint8_t layout = 0;
+  /// TE's fused grouped MLP asked for (the base configuration's setting); apply_candidate keeps
+  /// it where it runs (ETP 1, Blackwell, FP8), so a reused configuration does not carry another
+  /// candidate's.
+  std::uint8_t fused_grouped_mlp = 0;
   /// recompute/cuda_graph value meaning "keep the base configuration's setting" (--layout).
   static constexpr std::uint8_t kKeep = 255;
 };

@@ -192,6 +192,7 @@ void apply_candidate(Config& cfg, const Candidate& c) {
   }
   o.cuda_device_max_connections = recommended_cuda_device_max_connections(cfg);
   // The fused grouped MLP stays asked for only where it runs (ETP 1): a candidate says what it runs.
+  o.fused_grouped_mlp = c.fused_grouped_mlp != 0;
   if (o.fused_grouped_mlp && !model::fused_grouped_mlp_runs(cfg)) o.fused_grouped_mlp = false;
 }
 
@@ -254,6 +255,7 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
     c.ep = static_cast<std::int16_t>(l.ep);
     c.etp = static_cast<std::int16_t>(l.etp);
     c.mbs = static_cast<std::int16_t>(l.mbs);
+    c.fused_grouped_mlp = b.opt.fused_grouped_mlp;
     c.layout = s.fixed_layout ? Candidate::kKeep
                               : static_cast<std::uint8_t>(!even_split_holds(b.model.num_layers, l.pp, l.vpp));
     for (const auto& [d, fb] : dispatch) {

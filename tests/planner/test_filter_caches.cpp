@@ -135,3 +135,27 @@ TEST_CASE("a flex plan at the backend's default SM count predicts what its expli
     CHECK(compared > 0);
   }
 }
+
+TEST_CASE("a candidate applied to the worker's reused configuration reads as one made afresh") {
+  // DeepSeek-V3 in FP8 on GB200 asks for TE's fused grouped MLP, which runs at ETP 1 only: a
+  // candidate at ETP 2 must not take it from the ETP 1 candidates after it.
+  SearchSpec s;
+  s.base = test::sampled_base({"deepseek-v3", "gb200-nvl72", 256, 4096, 1});
+  s.base.opt.precision = model::Precision::fp8;
+  s.base.opt.fused_grouped_mlp = true;
+  const auto cands = generate_candidates(s);
+  model::Config work = s.base;
+  int etp1 = 0, etp2 = 0;
+  for (const Candidate& c : cands) {
+    if ((c.etp == 1 ? etp1 : etp2) >= 200 || c.layout == Candidate::kKeep) continue;
+    ++(c.etp == 1 ? etp1 : etp2);
+    apply_candidate(work, c);
+    model::Config fresh = s.base;
+    apply_candidate(fresh, c);
+    INFO(plan_key(work));
+    CHECK(work.opt.fused_grouped_mlp == fresh.opt.fused_grouped_mlp);
+    CHECK(work.opt.fused_grouped_mlp == (c.etp == 1));
+  }
+  CHECK(etp1 > 0);
+  CHECK(etp2 > 0);
+}
