@@ -321,7 +321,7 @@ TEST_CASE("a Megatron-LM CI row takes Megatron-LM's dropout defaults where its a
         model::estimate_memory(*set.config, 1).activations_bytes);
 }
 
-TEST_CASE("a CI row whose iteration times scatter is predicted but kept out of the fit and the errors",
+TEST_CASE("a CI row whose iteration times scatter is predicted, not fitted on nor counted",
           "[published]") {
   ClusterMap clusters;
   clusters.datasheet_only = true;
