@@ -127,33 +127,33 @@ ChunkActivation chunk_activation(const Config& cfg, const VirtualStage& v,
 /// pipeline_placement of the last layout asked for on this thread (the planner tries many option
 /// sets of one layout in a row).
 const PipelinePlacement& cached_placement(const Config& cfg) {
-  // The layout string is compared in place and copied only on a change (no copy per call).
   struct Key {
+    std::string layout;
     int pp = -1, vpp = -1, layers = -1, dense = -1, mtp = -1, first = -1, last = -1;
     bool emb = false, loss = false;
     bool operator==(const Key& o) const {
-      return pp == o.pp && vpp == o.vpp && layers == o.layers && dense == o.dense &&
-             mtp == o.mtp && first == o.first && last == o.last && emb == o.emb && loss == o.loss;
+      return layout == o.layout && pp == o.pp && vpp == o.vpp && layers == o.layers &&
+             dense == o.dense && mtp == o.mtp && first == o.first && last == o.last &&
+             emb == o.emb && loss == o.loss;
     }
   };
   const Parallel& p = cfg.par;
   const ModelSpec& m = cfg.model;
-  const Key key{p.pp,
-                p.vpp,
-                m.num_layers,
-                m.first_k_dense_layers,
-                m.mtp_num_layers,
-                p.first_stage_layers,
-                p.last_stage_layers,
-                p.account_for_embedding_in_pipeline_split,
-                p.account_for_loss_in_pipeline_split};
+  Key key{p.pipeline_layout,
+          p.pp,
+          p.vpp,
+          m.num_layers,
+          m.first_k_dense_layers,
+          m.mtp_num_layers,
+          p.first_stage_layers,
+          p.last_stage_layers,
+          p.account_for_embedding_in_pipeline_split,
+          p.account_for_loss_in_pipeline_split};
   thread_local Key last_key;
-  thread_local std::string last_layout;
   thread_local PipelinePlacement last;
-  if (!(key == last_key) || p.pipeline_layout != last_layout) {
+  if (!(key == last_key)) {
     last = pipeline_placement(cfg);
-    last_key = key;
-    last_layout = p.pipeline_layout;
+    last_key = std::move(key);
   }
   return last;
 }

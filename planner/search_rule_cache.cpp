@@ -153,9 +153,9 @@ bool RuleVerdictCache::LayoutFields::operator==(const LayoutFields& o) const {
 }
 
 const Rule* RuleVerdictCache::first_error(const Candidate& c, const model::Config& cfg) {
-  // The fused grouped MLP flag is the one field apply_candidate carries over from the candidate
-  // before (it clears it, never sets it): it counts as a layout field. CUDA_DEVICE_MAX_CONNECTIONS
-  // is no field of its own: apply_candidate sets it from tp, cp and overlap.
+  // The fused grouped MLP flag apply_candidate sets from the candidate's request and its ETP: it
+  // counts as a layout field. CUDA_DEVICE_MAX_CONNECTIONS is no field of its own:
+  // apply_candidate sets it from tp, cp and overlap.
   const LayoutFields layout{
       {c.tp, c.pp, c.vpp, c.cp, c.ep, c.etp, c.mbs, c.layout, cfg.opt.fused_grouped_mlp}};
   if (layout_run_ == 0 || !(layout == layout_)) {
