@@ -204,7 +204,6 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
        (*recipe)["ddp.use_megatron_fsdp"] == true))
     return reject("Megatron-FSDP runs are not modelled");
   const std::string prec = lower(r.precision);
-  if (contains(prec, "fp4")) return reject("NVFP4 precision is not modelled");
   if (str_field(j, "phase") != "" && str_field(j, "phase") != "pretrain")
     return reject("phase '" + str_field(j, "phase") + "' (only pretraining is modelled)");
 
@@ -235,7 +234,8 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
   p.sequence_parallel = p.tp > 1;  // Megatron-Bridge's MoE recipes turn it on with TP
   auto& o = c.opt;
   o.precision = prec.empty() || contains(prec, "bf16") ? model::Precision::bf16
-                                                       : model::Precision::fp8;
+                 : contains(prec, "fp4")                ? model::Precision::nvfp4
+                                                        : model::Precision::fp8;
   if (prec.empty()) r.assumptions.push_back("precision BF16 (not published)");
   // The dispatcher the pinned recipe assigns is the one that ran: a flex backend set beside
   // moe_token_dispatcher_type = "alltoall" (Bridge 0.3.1's H100 and B300 Qwen3-235B recipes) is
@@ -333,6 +333,19 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
         r.source_type == "megatron-moe-modelzoo" && o.fp8_recipe == model::Fp8Recipe::mxfp8;
     o.fp8_param_gather = (bridge && o.fp8_recipe != model::Fp8Recipe::blockwise) || zoo_mx;
     if (zoo_mx) o.adam_moments_bf16 = true;
+  }
+  // NVFP4: Bridge's bf16_with_nvfp4_mixed gathers FP4 primary weights. Nemotron-3-Super's perf
+  // recipes (perf_recipes/nemotronh) instead keep its last 14 layers in BF16 without FP4 gather,
+  // and their quantization recipe (te_quant.cfg) the attention, latent and MTP linears in BF16
+  // and Mamba's out_proj in MXFP8.
+  if (o.precision == model::Precision::nvfp4) {
+    o.fp8_param_gather = true;
+    if (r.model_preset == "nemotron-3-super") {
+      o.fp8_param_gather = false;
+      o.bf16_layers_end = 14;
+      o.bf16_linears = {"attn", "latent", "mtp"};
+      o.fp8_linears = {"mamba_out"};
+    }
   }
   // The recipe's pipeline layout ("Et*4|(t*4|)*14tmL (note)": the string before the note).
   std::string layout = str_field(os, "pipeline_layout");

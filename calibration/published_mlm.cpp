@@ -245,7 +245,9 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   o.distributed_optimizer_instances = a.integer("--num-distributed-optimizer-instances", 1);
   o.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
   o.gradient_accumulation_fusion = !a.flag("--no-gradient-accumulation-fusion");
-  o.precision = a.has("--fp8-format") ? model::Precision::fp8 : model::Precision::bf16;
+  o.precision = a.has("--fp8-format")   ? model::Precision::fp8
+                : a.has("--fp4-format") ? model::Precision::nvfp4
+                                        : model::Precision::bf16;
   // --fp8-recipe's default is delayed scaling.
   const std::string recipe = a.str("--fp8-recipe");
   o.fp8_recipe = recipe.empty()

@@ -88,7 +88,17 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "a full garbage collection every N steps (Megatron's --manual-gc; 0 = automatic)");
   sub.add_option("--dist-opt-instances", f.dist_opt_instances,
                  "distributed-optimizer instances (num_distributed_optimizer_instances)");
-  sub.add_option("--precision", f.precision, "bf16|fp8 (FP8 GEMMs on bf16/fp16 parameters)");
+  sub.add_option("--precision", f.precision,
+                 "bf16|fp8|nvfp4 (FP8 or NVFP4 GEMMs on bf16/fp16 parameters; NVFP4 on Blackwell)");
+  sub.add_option("--bf16-layers-start", f.bf16_layers_start,
+                 "first decoder layers kept in BF16 under fp8/nvfp4 (num_layers_at_start_in_bf16)");
+  sub.add_option("--bf16-layers-end", f.bf16_layers_end,
+                 "last decoder layers kept in BF16 under fp8/nvfp4 (num_layers_at_end_in_bf16)");
+  sub.add_option("--bf16-linears", f.bf16_linears,
+                 "comma list of linear modules kept in BF16 under fp8/nvfp4 (a TE quantization "
+                 "recipe): attn,latent,mtp,shared_expert,experts,mlp,mamba_in,mamba_out");
+  sub.add_option("--fp8-linears", f.fp8_linears,
+                 "comma list of linear modules run in FP8 under nvfp4 (same names)");
   sub.add_option("--params-dtype", f.params_dtype, "model parameters: bf16|fp16|fp32");
   sub.add_option("--attention-dropout", f.attention_dropout, "attention_dropout (0..1)");
   sub.add_option("--hidden-dropout", f.hidden_dropout, "hidden_dropout (0..1)");
@@ -200,6 +210,10 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--manual-gc-interval")) o.manual_gc_interval = f.manual_gc_interval;
   if (use("--dist-opt-instances")) o.distributed_optimizer_instances = f.dist_opt_instances;
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
+  if (use("--bf16-layers-start")) o.bf16_layers_start = f.bf16_layers_start;
+  if (use("--bf16-layers-end")) o.bf16_layers_end = f.bf16_layers_end;
+  if (use("--bf16-linears")) o.bf16_linears = split_list(f.bf16_linears);
+  if (use("--fp8-linears")) o.fp8_linears = split_list(f.fp8_linears);
   if (use("--params-dtype")) o.params_dtype = parse_params_dtype(f.params_dtype, "--params-dtype");
   if (use("--attention-dropout")) o.attention_dropout = f.attention_dropout;
   if (use("--hidden-dropout")) o.hidden_dropout = f.hidden_dropout;

@@ -172,7 +172,13 @@ void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value
   if (unset == Unset::megatron_defaults || s.precision_aware) o.adam_moments_bf16 = s.precision_aware && s.bf16_moments;
   if (s.manual_gc) o.manual_gc_interval = s.manual_gc_interval;
   else if (unset == Unset::megatron_defaults) o.manual_gc_interval = 0;
-  if (unset == Unset::megatron_defaults && o.precision != model::Precision::fp8 && !s.saw_bf16)
+  if (s.first_last_bf16) {
+    o.bf16_layers_start = s.bf16_at_start;
+    o.bf16_layers_end = s.bf16_at_end;
+  } else if (unset == Unset::megatron_defaults) {
+    o.bf16_layers_start = o.bf16_layers_end = 0;
+  }
+  if (unset == Unset::megatron_defaults && !o.quantized() && !s.saw_bf16)
     s.report->warnings.push_back(s.saw_fp16 ? "fp16 training modelled as bf16"
                                             : "neither --bf16 nor --fp16: Megatron-LM trains in "
                                               "fp32, EPO models bf16");

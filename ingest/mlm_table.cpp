@@ -43,6 +43,16 @@ void fp8(S& s, const V& v) {
   s.c.opt.precision = model::Precision::fp8;
 }
 
+void fp4(S& s, const V& v) {
+  const std::string t = v.text();
+  if (t.empty()) {
+    if (s.c.opt.precision == model::Precision::nvfp4) s.c.opt.precision = model::Precision::bf16;
+    return;
+  }
+  EPO_REQUIRE_INPUT(t == "e2m1", v.where(), ": '", v.raw(), "' is not an FP4 format (allowed: e2m1)");
+  s.c.opt.precision = model::Precision::nvfp4;
+}
+
 void layout(S& s, const V& v) {
   std::string l;
   for (char ch : v.text())
@@ -196,6 +206,15 @@ const std::vector<Row>& table_rows() {
          s.c.opt.fp8_recipe = model::parse_megatron_fp8_recipe(v.text(), v.where());
        }},
       {"fp8_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
+      // NVFP4 (--fp4-format e2m1; its recipe nvfp4 is the one Megatron names) and the layers kept
+      // in BF16 under FP8 or NVFP4.
+      {"fp4", fp4},
+      {"fp4_format", fp4},
+      {"fp4_param_gather", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
+      {"fp4_param", [](S& s, const V& v) { s.c.opt.fp8_param_gather = v.boolean(); }},
+      {"first_last_layers_bf16", [](S& s, const V& v) { s.first_last_bf16 = v.boolean(); }},
+      {"num_layers_at_start_in_bf16", [](S& s, const V& v) { s.bf16_at_start = to_int(v); }},
+      {"num_layers_at_end_in_bf16", [](S& s, const V& v) { s.bf16_at_end = to_int(v); }},
       // The fused grouped MLP's interleaved gate/up weights: what Bridge's recipes set beside
       // NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 and the TE op fuser.
       {"moe_mlp_glu_interleave_size",

@@ -24,6 +24,9 @@ struct TableState {
   std::string hybrid_pattern;
   int mamba_heads = 0, mamba_head_dim = 0, mamba_state = 0, mamba_groups = 0;
   bool enable_deepep = false, saw_bf16 = false, saw_fp16 = false;
+  /// --first-last-layers-bf16 and its two counts (Megatron-Core's defaults 1 and 1).
+  bool first_last_bf16 = false;
+  int bf16_at_start = 1, bf16_at_end = 1;
   int deepep_sms = -1, hybridep_sms = -1, flex_sms = -1;
   int etp = 0, layers_per_virtual_stage = 0, world_size = 0, data_parallel = 0;
   bool precision_aware = false, bf16_moments = false;

@@ -1,6 +1,8 @@
 #include "model/config.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
 #include "model/error.hpp"
 #include "model/limits.hpp"
@@ -20,7 +22,7 @@ E parse_enum(const std::string& s, const std::string& where, const char* const (
 
 constexpr const char* kDispatchers[] = {"allgather", "alltoall", "flex"};
 constexpr const char* kBackends[] = {"deepep", "hybridep"};
-constexpr const char* kPrecisions[] = {"bf16", "fp8"};
+constexpr const char* kPrecisions[] = {"bf16", "fp8", "nvfp4"};
 constexpr const char* kFp8Recipes[] = {"auto", "tensorwise", "delayed", "mxfp8", "blockwise"};
 constexpr const char* kParamsDtypes[] = {"bf16", "fp16", "fp32"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
@@ -57,14 +59,50 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& w) {
 Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& w) {
   return s == "custom" ? Fp8Recipe::tensorwise : parse_fp8_recipe(s, w);
 }
+namespace {
+/// Linear-module names and the prefix of the cost model's GEMM names each covers.
+constexpr std::pair<const char*, const char*> kLinearModulePrefixes[] = {
+    {"attn", "attn."},          {"latent", "moe.latent_"},     {"mtp", "mtp."},
+    {"shared_expert", "shared."}, {"experts", "expert."},      {"mlp", "mlp.fc"},
+    {"mamba_in", "mamba.in_proj"}, {"mamba_out", "mamba.out_proj"}};
+bool has(const std::vector<std::string>& v, const char* s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+const char* const kLinearModules = "attn|latent|mtp|shared_expert|experts|mlp|mamba_in|mamba_out";
+
+void check_linear_modules(const std::vector<std::string>& names, const std::string& where) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool known = std::any_of(std::begin(kLinearModulePrefixes), std::end(kLinearModulePrefixes),
+                                   [&](const auto& m) { return names[i] == m.first; });
+    if (!known)
+      throw EPO_INPUT_ERROR(where, ": '", names[i], "' is not allowed (allowed: ", kLinearModules, ")");
+    if (std::find(names.begin(), names.begin() + i, names[i]) != names.begin() + i)
+      throw EPO_INPUT_ERROR(where, ": '", names[i], "' is listed twice");
+  }
+}
+
+Precision Options::linear_precision(const char* gemm, Precision base) const {
+  if (base == Precision::bf16 || std::strncmp(gemm, "lm_head", 7) == 0) return Precision::bf16;
+  if (bf16_linears.empty() && fp8_linears.empty()) return base;
+  for (const auto& [module, prefix] : kLinearModulePrefixes) {
+    if (std::strncmp(gemm, prefix, std::strlen(prefix)) != 0) continue;
+    if (has(bf16_linears, module)) return Precision::bf16;
+    if (base == Precision::nvfp4 && has(fp8_linears, module)) return Precision::fp8;
+    break;
+  }
+  return base;
+}
+
 bool fused_grouped_mlp_runs(const Config& c) {
   return c.opt.fused_grouped_mlp && c.hw.compute_capability_major >= 10 &&
          c.opt.precision == Precision::fp8 && c.par.etp == 1 && c.model.num_experts > 0 &&
          c.model.gated_linear_unit;
 }
 bool bridge_preset_gathers_fp8_params(const std::string& p) {
-  return p.find("fp8") != std::string::npos && p.find("subchannel") == std::string::npos &&
-         p.find("blockwise") == std::string::npos;
+  return (p.find("fp8") != std::string::npos || p.find("nvfp4") != std::string::npos) &&
+         p.find("subchannel") == std::string::npos && p.find("blockwise") == std::string::npos;
 }
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& w) {
   return parse_enum<ParamsDtype>(s, w, kParamsDtypes);

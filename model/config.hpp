@@ -11,7 +11,9 @@ namespace epo::model {
 
 enum class Dispatcher { allgather, alltoall, flex };
 enum class FlexBackend { deepep, hybridep };
-enum class Precision { bf16, fp8 };
+/// GEMM precision of Transformer Engine's linear layers: bf16, FP8 (--fp8-format) or NVFP4
+/// (--fp4-format e2m1 with the nvfp4 recipe; Blackwell and later).
+enum class Precision { bf16, fp8, nvfp4 };
 /// FP8 scaling recipe (Megatron's --fp8-recipe): what Transformer Engine keeps of a quantized
 /// tensor. auto: mxfp8 on Blackwell, tensorwise before (what Bridge's FP8 presets run).
 enum class Fp8Recipe { automatic, tensorwise, delayed, mxfp8, blockwise };
@@ -98,9 +100,25 @@ struct Options {
   int manual_gc_interval = 0;
   Precision precision = Precision::bf16;
   Fp8Recipe fp8_recipe = Fp8Recipe::automatic;
-  /// Primary weights kept in FP8 (--fp8-param-gather; Bridge's tensorwise and MXFP8 presets set
-  /// it): the GEMM weights have no bf16 copy. Memory only.
+  /// Primary weights kept quantized (--fp8-param-gather, with NVFP4 --fp4-param-gather; Bridge's
+  /// tensorwise, MXFP8 and NVFP4 presets set it): the GEMM weights have no bf16 copy, and the
+  /// distributed optimizer gathers them quantized.
   bool fp8_param_gather = false;
+  /// Megatron's first_last_layers_bf16 with num_layers_at_start_in_bf16 / _at_end_in_bf16: the
+  /// first and last decoder layers' linears stay in BF16 under FP8 or NVFP4 (0 and 0 = off).
+  int bf16_layers_start = 0;
+  int bf16_layers_end = 0;
+  /// Linear layers kept in a higher precision than `precision` (Megatron-Core's quantization
+  /// recipe file, Bridge's model.quant_recipe): modules in bf16_linears run in BF16, those in
+  /// fp8_linears in FP8 under NVFP4. Names: attn, latent, mtp, shared_expert, experts, mlp,
+  /// mamba_in, mamba_out (kLinearModules).
+  std::vector<std::string> bf16_linears;
+  std::vector<std::string> fp8_linears;
+  /// The precision the linear GEMM `gemm_name` (the cost model's component name) runs in, in a
+  /// layer quantized to `base`: base, its module's override above, and BF16 for the output layer
+  /// (Megatron's own ColumnParallelLinear, outside Transformer Engine).
+  Precision linear_precision(const char* gemm_name, Precision base) const;
+  bool quantized() const { return precision != Precision::bf16; }
   ParamsDtype params_dtype = ParamsDtype::bf16;
   double attention_dropout = 0.0;  ///< Megatron's default is 0.1; MoE recipes set 0
   double hidden_dropout = 0.0;     ///< likewise
@@ -218,6 +236,10 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where);
 /// as tensorwise.
 Fp8Recipe parse_megatron_fp8_recipe(const std::string& s, const std::string& where);
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& where);
+/// The module names bf16_linears and fp8_linears take, '|'-separated.
+extern const char* const kLinearModules;
+/// Checks a list of linear-module names (each once, each in kLinearModules).
+void check_linear_modules(const std::vector<std::string>& names, const std::string& where);
 /// Whether TE's CuTe DSL fused grouped MLP runs (fused_grouped_mlp asked for): Megatron takes the
 /// fused experts only without expert tensor parallelism and with SwiGLU (experts.py,
 /// _is_fused_impl_supported), TE's kernel only for MXFP8 on Blackwell; elsewhere the unfused path.

@@ -203,6 +203,14 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.precision = parse_precision(o.get_string("precision", "bf16"), w("precision"));
     op.fp8_recipe = parse_fp8_recipe(o.get_string("fp8_recipe", "auto"), w("fp8_recipe"));
     op.fp8_param_gather = o.get_bool("fp8_param_gather", false);
+    op.bf16_layers_start = o.get_int("bf16_layers_start", 0, limits::kBf16Layers.min,
+                                     limits::kBf16Layers.max);
+    op.bf16_layers_end =
+        o.get_int("bf16_layers_end", 0, limits::kBf16Layers.min, limits::kBf16Layers.max);
+    op.bf16_linears = o.get_string_list("bf16_linears");
+    check_linear_modules(op.bf16_linears, w("bf16_linears"));
+    op.fp8_linears = o.get_string_list("fp8_linears");
+    check_linear_modules(op.fp8_linears, w("fp8_linears"));
     op.params_dtype = parse_params_dtype(o.get_string("params_dtype", "bf16"), w("params_dtype"));
     op.attention_dropout = o.get_double("attention_dropout", 0.0, 0.0, 1.0);
     op.hidden_dropout = o.get_double("hidden_dropout", 0.0, 0.0, 1.0);
@@ -320,6 +328,11 @@ nlohmann::json to_json(const Config& c) {
   // The backend only where it means something (flex) or was changed: a file that names it sets it.
   if (o.dispatcher == Dispatcher::flex || o.flex_backend != FlexBackend::deepep)
     j["options"]["flex_backend"] = to_string(o.flex_backend);
+  // Mixed-precision layers and modules only where set (files written before them read the same).
+  if (o.bf16_layers_start > 0) j["options"]["bf16_layers_start"] = o.bf16_layers_start;
+  if (o.bf16_layers_end > 0) j["options"]["bf16_layers_end"] = o.bf16_layers_end;
+  if (!o.bf16_linears.empty()) j["options"]["bf16_linears"] = o.bf16_linears;
+  if (!o.fp8_linears.empty()) j["options"]["fp8_linears"] = o.fp8_linears;
   return j;
 }
 

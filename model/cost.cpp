@@ -58,25 +58,38 @@ TimeNs LayerCosts::total_ns(StreamKind stream) const {
 // Rates
 
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8) {
-  const double top = fp8 ? hw.fp8_gemm_cost_efficiency() : hw.gemm_efficiency;
-  if (m <= 0 || n <= 0 || k <= 0) return hw.peak_tflops(fp8) * top;
+  return gemm_tflops(hw, m, n, k, fp8 ? GemmType::fp8 : GemmType::bf16);
+}
+
+double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, GemmType type) {
+  const bool fp8 = type != GemmType::bf16;  // NVFP4 takes the FP8 shape terms
+  const double top = type == GemmType::fp4   ? hw.fp4_gemm_cost_efficiency()
+                     : type == GemmType::fp8 ? hw.fp8_gemm_cost_efficiency()
+                                             : hw.gemm_efficiency;
+  const double peak = hw.peak_tflops(type);
+  if (m <= 0 || n <= 0 || k <= 0) return peak * top;
   const double k_half = fp8 && hw.fp8_gemm_k_half > 0 ? hw.fp8_gemm_k_half : hw.gemm_k_half;
   if (k_half > 0) {
     const double tile = fp8 && hw.fp8_gemm_tile_half > 0 ? hw.fp8_gemm_tile_half : hw.gemm_tile_half;
     auto s = [&](double mm, double nn, double kk) {
       return kk / (kk + k_half) * (mm * nn) / (mm * nn + tile);
     };
-    return hw.peak_tflops(fp8) * std::min(top, top * s(m, n, k) / s(8192.0, 8192.0, 8192.0));
+    return peak * std::min(top, top * s(m, n, k) / s(8192.0, 8192.0, 8192.0));
   }
   const double h = hw.gemm_half_dim;
   auto f = [h](double x) { return x / (x + h); };
   const double ref = f(8192.0);
   const double eff = top * (f(m) / ref) * (f(n) / ref) * (f(k) / ref);
-  return hw.peak_tflops(fp8) * std::min(eff, top);
+  return peak * std::min(eff, top);
 }
 
 double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,
                     bool fp8, bool grouped) {
+  return gemm_work_us(hw, m, n, k, count, fp8 ? GemmType::fp8 : GemmType::bf16, grouped);
+}
+
+double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,
+                    GemmType fp8, bool grouped) {
   const double flops = 2.0 * m * n * k * count;
   const double bytes = (m * k + k * n + m * n) * 2.0 * count;
   const double tflops = grouped ? gemm_tflops(hw, m * count, n, k, fp8) * hw.grouped_gemm_efficiency
@@ -138,8 +151,8 @@ Shapes make_shapes(const Config& cfg) {
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;
   Shapes s;
-  s.fp8 = cfg.opt.precision == Precision::fp8;
-  s.fp8_amax_pass = s.fp8 && fp8_recipe(cfg) == Fp8Recipe::tensorwise;
+  s.quant = cfg.opt.precision;
+  s.fp8_amax_pass = s.quant == Precision::fp8 && fp8_recipe(cfg) == Fp8Recipe::tensorwise;
   // Megatron's dispatchers send BF16 rows under FP8 training too (the alltoall dispatcher
   // quantizes in the experts' grouped linear after the exchange; the flex dispatcher passes
   // fp8_dispatch=False to DeepEP and HybridEP).

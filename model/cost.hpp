@@ -134,6 +134,8 @@ Component ep_token_exchange(const Config& cfg, double elem_bytes);
 /// Achievable TFLOP/s of one GEMM of shape m x n x k on this hardware (efficiency falls for small
 /// dimensions).
 double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool fp8);
+/// The same in any tensor-core precision (NVFP4 at its own peak and efficiency, FP8's shape terms).
+double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, GemmType type);
 
 /// Device time of `count` GEMMs of m x n x k (bf16, or fp8) run one after another: the larger of
 /// their math at gemm_tflops and their operands' HBM traffic. With `grouped`, one grouped launch
@@ -141,6 +143,12 @@ double gemm_tflops(const HardwareProfile& hw, double m, double n, double k, bool
 /// its rate. The cost builder and the GEMM fits share it.
 double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,
                     bool fp8, bool grouped = false);
+double gemm_work_us(const HardwareProfile& hw, double m, double n, double k, double count,
+                    GemmType type, bool grouped = false);
+/// The tensor-core precision a linear layer of this precision runs its GEMMs in.
+inline GemmType gemm_type(Precision p) {
+  return p == Precision::nvfp4 ? GemmType::fp4 : p == Precision::fp8 ? GemmType::fp8 : GemmType::bf16;
+}
 
 /// Mean rows per expert below which the executor issues a rank's expert GEMMs as one grouped
 /// cuBLAS launch (cublasGemmGroupedBatchedEx) instead of one GEMM per expert: a GEMM that small

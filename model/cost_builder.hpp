@@ -29,24 +29,36 @@ class Builder {
     c.name = name;
     c.num_kernels = 1;
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return c;
-    const bool fp8 = linear && s_.fp8;
+    const Precision q = linear ? quant_of(name) : Precision::bf16;
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
     // A grouped GEMM is one cuBLAS call per expert (kernels/grouped_gemm.cu says why).
     const double n_calls = std::max(1.0, calls < 0 ? count : calls);
     c.num_kernels = static_cast<int>(std::lround(n_calls));
-    c.duration_us = timed(gemm_work_us(hw_, m, n, k, count, fp8), n_calls, hw_.gemm_call_cost_us());
-    if (fp8) add_fp8_cast(c, m * k * count);
+    c.duration_us =
+        timed(gemm_work_us(hw_, m, n, k, count, gemm_type(q)), n_calls, hw_.gemm_call_cost_us());
+    add_quant_cast(c, m * k * count, q);
     set_accumulate(c, m, n, k, count);
     return c;
+  }
+
+  /// The precision linear GEMM `name` runs in: the shapes' (a layer built in BF16 has none), or
+  /// the module's override (Options::linear_precision).
+  Precision quant_of(const char* name) const {
+    return s_.quant == Precision::bf16 ? s_.quant : cfg_.opt.linear_precision(name, s_.quant);
   }
 
   /// FP8 linear layers quantize their input first (Transformer Engine: read BF16, write FP8 and
   /// its transpose for the weight gradient): a memory-bound pass over the m x k input that the
   /// GEMM waits for; the backward quantizes the output gradient the same way (wgrad_of keeps it).
-  /// Per-tensor current scaling reads the input once more for its amax first.
-  void add_fp8_cast(Component& c, double input_elems) const {
-    const double bytes = input_elems * (2.0 + 1.0 + 1.0 + (s_.fp8_amax_pass ? 2.0 : 0.0));
+  /// Per-tensor current scaling reads the input once more for its amax first. NVFP4 reads the
+  /// input for its per-tensor amax (the second scaling level), then writes 4-bit data with one
+  /// E4M3 scale per 16 elements row-wise and, Hadamard-transformed, column-wise.
+  void add_quant_cast(Component& c, double input_elems, Precision q) const {
+    if (q == Precision::bf16) return;
+    const double bytes =
+        input_elems * (q == Precision::nvfp4 ? 2.0 + 2.0 + 2 * (0.5 + 1.0 / 16)
+                                             : 2.0 + 1.0 + 1.0 + (s_.fp8_amax_pass ? 2.0 : 0.0));
     c.hbm_bytes += bytes;
     if (mode_ != TimeMode::host) c.duration_us += share_ * memory_time_us(hw_, bytes);
   }
@@ -107,10 +119,11 @@ class Builder {
     if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return c;
     c.flops = 2.0 * m * n * k * count;
     c.hbm_bytes = (m * k + k * n + m * n) * 2.0 * count;
-    const double tflops = gemm_tflops(hw_, m * count, n, k, s_.fp8) * efficiency;
+    const Precision q = quant_of(name);
+    const double tflops = gemm_tflops(hw_, m * count, n, k, gemm_type(q)) * efficiency;
     const double work = std::max(c.flops / (tflops * 1e6), memory_time_us(hw_, c.hbm_bytes));
     c.duration_us = timed(work, std::max(1.0, calls), call_us);
-    if (s_.fp8) add_fp8_cast(c, m * k * count);
+    add_quant_cast(c, m * k * count, q);
     set_accumulate(c, m, n, k, count);
     return c;
   }

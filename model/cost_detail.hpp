@@ -18,7 +18,8 @@ struct Shapes {
   int local_experts = 0;
   double act_bytes = 2;       ///< bytes per activation element (bf16)
   double dispatch_bytes = 2;  ///< bytes per element sent by the forward dispatch (BF16 rows)
-  bool fp8 = false;
+  /// The linear layers' GEMM precision (per module: Options::linear_precision).
+  Precision quant = Precision::bf16;
   /// FP8 with per-tensor current scaling (Hopper's default recipe): the input's amax is taken in
   /// a pass of its own before the cast, one more read of the BF16 tensor.
   bool fp8_amax_pass = false;

@@ -7,6 +7,18 @@
 
 namespace epo::model {
 
+/// The precision a GEMM runs in on the tensor cores.
+enum class GemmType { bf16, fp8, fp4 };
+
+/// NVFP4 GEMMs run at this times the FP8 GEMMs' achieved rate, well short of the 2-3x of the
+/// datasheet peaks: Transformer Engine's GEMM benchmark on a B300 (docs/examples/gemm_profiling:
+/// a layer of hidden 4096, FFN 16384 at 15,872 tokens, autocast) times the layer's twelve GEMMs
+/// at 8.984 ms in MXFP8 and 6.453 ms in NVFP4; with this model's input quantization taken out
+/// (model/cost_builder.hpp, add_quant_cast), the NVFP4 GEMMs reach 0.272 of the FP4 peak where
+/// the FP8 ones reach 0.537 of theirs (dgx-b300's fitted FP8 efficiency, which puts the MXFP8
+/// layer at 8.91 ms): 1.52 x the rate. Carried to the other Blackwell GPUs.
+constexpr double kFp4OverFp8GemmRate = 1.52;
+
 struct HardwareProfile {
   std::string name;
   std::string gpu_name;            ///< as the driver names it, e.g. "NVIDIA H200"
@@ -14,6 +26,7 @@ struct HardwareProfile {
   int num_sms = 0;
   double bf16_tflops = 0;          ///< peak dense BF16 tensor TFLOP/s (datasheet)
   double fp8_tflops = 0;           ///< peak dense FP8 tensor TFLOP/s (datasheet)
+  double fp4_tflops = 0;           ///< peak dense NVFP4 tensor TFLOP/s (datasheet; 0 = no FP4)
   double hbm_bytes = 0;            ///< device memory, bytes
   double hbm_gbps = 0;             ///< peak HBM bandwidth, 1e9 B/s (datasheet)
   double nvlink_gbps = 0;          ///< NVLink bandwidth per direction per GPU, 1e9 B/s
@@ -80,6 +93,14 @@ struct HardwareProfile {
   double fp8_gemm_cost_efficiency() const {
     return fp8_gemm_efficiency > 0 ? fp8_gemm_efficiency : gemm_efficiency;
   }
+  /// Fraction of the NVFP4 peak a large NVFP4 GEMM reaches; 0 = kFp4OverFp8GemmRate times the
+  /// FP8 GEMM's achieved rate.
+  double fp4_gemm_efficiency = 0.0;
+  double fp4_gemm_cost_efficiency() const {
+    if (fp4_gemm_efficiency > 0 || fp4_tflops <= 0) return fp4_gemm_efficiency;
+    const double carried = kFp4OverFp8GemmRate * fp8_gemm_cost_efficiency() * fp8_tflops / fp4_tflops;
+    return carried < 1.0 ? carried : 1.0;
+  }
   /// Framework host time per layer op of one micro-batch outside CUDA graphs (Python module
   /// calls, autograd, TE's quantizers, the dispatcher's bookkeeping), in us; the host issues it
   /// ahead of the device unless a host synchronisation ties the two. 0 = none (the executor).
@@ -113,6 +134,9 @@ struct HardwareProfile {
   bool calibrated = false;
 
   double peak_tflops(bool fp8) const { return fp8 ? fp8_tflops : bf16_tflops; }
+  double peak_tflops(GemmType t) const {
+    return t == GemmType::fp4 ? fp4_tflops : peak_tflops(t == GemmType::fp8);
+  }
 };
 
 }  // namespace epo::model

@@ -60,6 +60,10 @@ void check_config_limits(const Config& c) {
   const Options& o = c.opt;
   check_range(kCommSms, o.comm_sms);
   check_range(kRecomputeLayers, o.recompute_num_layers);
+  check_range(kBf16Layers, o.bf16_layers_start);
+  check_range(kBf16Layers, o.bf16_layers_end);
+  check_linear_modules(o.bf16_linears, "--bf16-linears / options.bf16_linears");
+  check_linear_modules(o.fp8_linears, "--fp8-linears / options.fp8_linears");
   check_range(kMaxConnections, o.cuda_device_max_connections);
   check_range(kManualGcInterval, o.manual_gc_interval);
   check_range(kDistOptInstances, o.distributed_optimizer_instances);

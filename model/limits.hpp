@@ -45,6 +45,8 @@ inline constexpr IntRange kSeqLength{"parallel.seq_length", "--seq", 1, 1 << 24}
 inline constexpr IntRange kCommSms{"options.comm_sms", "--comm-sms", 0, 1024};
 inline constexpr IntRange kRecomputeLayers{"options.recompute_num_layers",
                                            "--recompute-num-layers", 0, 1000};
+inline constexpr IntRange kBf16Layers{"options.bf16_layers_start / options.bf16_layers_end",
+                                      "--bf16-layers-start / --bf16-layers-end", 0, 1000};
 inline constexpr IntRange kDistOptInstances{"options.distributed_optimizer_instances",
                                              "--dist-opt-instances", 1, 1 << 16};
 inline constexpr IntRange kMaxConnections{"options.cuda_device_max_connections", "--cdmc", 1, 32};
@@ -69,6 +71,7 @@ inline constexpr IntRange kNcclSms{"nccl_sms", "--profile", 1, 1024};
 inline constexpr RealRange kReal[] = {
     {"bf16_tflops", "--profile", 1, 1e5},
     {"fp8_tflops", "--profile", 1, 1e5},
+    {"fp4_tflops", "--profile", 0, 1e5},
     {"hbm_bytes", "--profile", 1e9, 1e13},
     {"hbm_gbps", "--profile", 10, 1e5},
     {"nvlink_gbps", "--profile", 1, 1e5},
@@ -96,6 +99,7 @@ inline constexpr RealRange kReal[] = {
     {"nvl_contention_exp", "--profile", 0, 2},
     {"vr_tail_coeff", "--profile", 0, 1},
     {"fp8_gemm_efficiency", "--profile", 0, 1.0},
+    {"fp4_gemm_efficiency", "--profile", 0, 1.0},
     {"framework_op_host_us", "--profile", 0, 1e5},
     {"framework_step_host_us", "--profile", 0, 1e8},
     {"gemm_k_half", "--profile", 0, 1e6},

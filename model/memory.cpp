@@ -236,7 +236,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     const double params = rp.dense + rp.expert;
     // FP8: TE's quantized weights beside the bf16 parameters, or instead of them for the GEMM
     // weights with fp8_param_gather (the norms, router, embedding and output layer stay bf16).
-    const bool fp8_primary = o.precision == Precision::fp8 && o.fp8_param_gather;
+    const bool fp8_primary = o.quantized() && o.fp8_param_gather;
     mb.weights_bytes = 2.0 * (params - (fp8_primary ? rp.gemm : 0.0));
     mb.fp8_weight_bytes = fp8_per_param * rp.gemm;
     mb.gradients_bytes = grad_bytes * params;

@@ -41,8 +41,10 @@ bool offloaded(const Options& o, const char* name) {
          o.offload_modules.end();
 }
 
-bool fp8(const Config& cfg) {
-  return cfg.opt.precision == Precision::fp8;
+/// TE quantizes the linears' inputs (FP8 or NVFP4).
+bool fp8(const Config& cfg) { return cfg.opt.quantized(); }
+bool delayed_fp8(const Config& cfg) {
+  return cfg.opt.precision == Precision::fp8 && fp8_recipe(cfg) == Fp8Recipe::delayed;
 }
 
 Part attention(const Config& cfg, double hs) {
@@ -73,7 +75,7 @@ Part attention(const Config& cfg, double hs) {
     out = S * m.num_attention_heads * m.head_dim / tp * kAct;
   }
   a.keep(out, offloaded(o, "attn_proj"));  // attention output (flash attention's, proj's input)
-  if (fp8(cfg) && fp8_recipe(cfg) == Fp8Recipe::delayed) a.keep(out / kAct * q, false);
+  if (delayed_fp8(cfg)) a.keep(out / kAct * q, false);
   if (o.unfused_attention()) {
     // Unfused attention keeps the probabilities [heads, S, S] for its backward (what core_attn
     // recompute drops), and has the scores and probabilities both alive while it runs.
@@ -161,7 +163,7 @@ Part moe(const Config& cfg, double hs) {
   if (m.shared_expert_ffn_hidden_size > 0) {
     const double fs = S * m.shared_expert_ffn_hidden_size / tp * kAct;
     const bool sh = all || selective(o, "shared_experts");
-    if (fp8(cfg) && fp8_recipe(cfg) == Fp8Recipe::delayed) p.keep(hs / kAct * q, sh);  // fc1 input
+    if (delayed_fp8(cfg)) p.keep(hs / kAct * q, sh);  // fc1 input
     p.keep(fs * glu, sh);
     p.keep(fs / kAct * q, sh);
   }
@@ -183,12 +185,14 @@ Fp8Recipe fp8_recipe(const Config& cfg) {
 
 double gemm_input_bytes(const Config& cfg) {
   if (!fp8(cfg)) return kAct;
+  if (cfg.opt.precision == Precision::nvfp4) return 0.5 + 1.0 / 16;  // E2M1, an E4M3 scale per 16
   const Fp8Recipe r = fp8_recipe(cfg);
   return r == Fp8Recipe::mxfp8 || r == Fp8Recipe::blockwise ? 1.0 + 1.0 / 32 : 1.0;
 }
 
 double fp8_weight_bytes_per_param(const Config& cfg) {
   if (!fp8(cfg)) return 0;
+  if (cfg.opt.precision == Precision::nvfp4) return 2 * (0.5 + 1.0 / 16);  // both directions
   switch (fp8_recipe(cfg)) {
     case Fp8Recipe::mxfp8:
       return 2 * (1.0 + 1.0 / 32);

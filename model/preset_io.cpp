@@ -200,6 +200,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   h.num_sms = r.require_int(kNumSms.key, kNumSms.min, kNumSms.max);
   req("bf16_tflops", h.bf16_tflops);
   req("fp8_tflops", h.fp8_tflops);
+  opt("fp4_tflops", h.fp4_tflops);
   req("hbm_bytes", h.hbm_bytes);
   req("hbm_gbps", h.hbm_gbps);
   req("nvlink_gbps", h.nvlink_gbps);
@@ -229,6 +230,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   opt("nvl_contention_exp", h.nvl_contention_exp);
   opt("vr_tail_coeff", h.vr_tail_coeff);
   opt("fp8_gemm_efficiency", h.fp8_gemm_efficiency);
+  opt("fp4_gemm_efficiency", h.fp4_gemm_efficiency);
   opt("framework_op_host_us", h.framework_op_host_us);
   opt("framework_step_host_us", h.framework_step_host_us);
   opt("gemm_k_half", h.gemm_k_half);
@@ -258,6 +260,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put_int("num_sms", h.num_sms);
   put("bf16_tflops", h.bf16_tflops);
   put("fp8_tflops", h.fp8_tflops);
+  put("fp4_tflops", h.fp4_tflops);
   put("hbm_bytes", h.hbm_bytes);
   put("hbm_gbps", h.hbm_gbps);
   put("nvlink_gbps", h.nvlink_gbps);
@@ -287,6 +290,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("nvl_contention_exp", h.nvl_contention_exp);
   put("vr_tail_coeff", h.vr_tail_coeff);
   put("fp8_gemm_efficiency", h.fp8_gemm_efficiency);
+  put("fp4_gemm_efficiency", h.fp4_gemm_efficiency);
   put("framework_op_host_us", h.framework_op_host_us);
   put("framework_step_host_us", h.framework_step_host_us);
   put("gemm_k_half", h.gemm_k_half);

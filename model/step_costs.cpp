@@ -154,12 +154,12 @@ static double framework_host_us(const Config& cfg, const OpCost& op, bool moe, d
       }
       if (te && moe && graphed(o, "moe_router")) left -= 0.25;
       if (te && moe && graphed(o, "moe_preprocess")) left -= 0.25;
-      if (o.precision == Precision::fp8) left *= kFp8HostFactor;
+      if (o.quantized()) left *= kFp8HostFactor;
       break;
     case OpKind::mlp:
     case OpKind::mlp_wgrad:
       if (te && (moe ? graphed(o, "moe") : graphed(o, "mlp"))) left = 0.0;
-      if (o.precision == Precision::fp8) left *= kFp8HostFactor;
+      if (o.quantized()) left *= kFp8HostFactor;
       break;
     case OpKind::dispatch:
     case OpKind::combine:
@@ -203,9 +203,9 @@ StepCosts compute_shape_costs(const Config& cfg) {
   // the sum of per-kernel maxima; in a step, what the host issued before the op could start is
   // not paid again (device_ns, host_ns: the simulation's host issues op after op). On two H200s
   // the per-kernel sums put Qwen3's MLP backward, 256 expert GEMM calls, 41-55 % above its time.
-  auto layer = [&](bool moe, bool mtp) {
-    LayerCosts L = build_layer(b, moe, mtp);
-    Builder dev = b, host = b;
+  auto one_layer = [&](const Builder& lb, bool moe, bool mtp) {
+    LayerCosts L = build_layer(lb, moe, mtp);
+    Builder dev = lb, host = lb;
     dev.mode_ = Builder::TimeMode::device;
     host.mode_ = Builder::TimeMode::host;
     host.host_pays_call_ = cfg.virtual_ranks <= 0;
@@ -227,10 +227,36 @@ StepCosts compute_shape_costs(const Config& cfg) {
       hs += framework_host_us(cfg, L.ops[i], moe, rerun);
       if (d + hs <= 0) continue;
       if (L.ops[i].stream == StreamKind::compute) d *= tail;
-      const double device = d + b.share_ * cfg.hw.kernel_launch_us;
+      const double device = d + lb.share_ * cfg.hw.kernel_launch_us;
       L.ops[i].duration_ns = ns_from_us(std::max(device, hs));
       L.ops[i].device_ns = ns_from_us(device);
       L.ops[i].host_ns = ns_from_us(hs);
+    }
+    return L;
+  };
+  // Under FP8 or NVFP4 the first and last bf16_layers_start / _end decoder layers run their
+  // linears in BF16 (fp8_utils.py / fp4_utils.py): a layer op costs the layers' mean.
+  const auto& o = cfg.opt;
+  const double bf16_share =
+      o.quantized() && m.published_layers() > 0
+          ? std::min(1.0, static_cast<double>(o.bf16_layers_start + o.bf16_layers_end) /
+                              m.published_layers())
+          : 0.0;
+  auto layer = [&](bool moe, bool mtp) {
+    Builder q = b;
+    if (mtp) q.s_.quant = o.linear_precision("mtp.", o.precision);  // the MTP block's override
+    LayerCosts L = one_layer(q, moe, mtp);
+    if (bf16_share <= 0 || mtp) return L;
+    Builder plain = b;
+    plain.s_.quant = Precision::bf16;
+    const LayerCosts P = one_layer(plain, moe, mtp);
+    auto mix = [&](TimeNs a, TimeNs c) {
+      return static_cast<TimeNs>(std::llround((1 - bf16_share) * a + bf16_share * c));
+    };
+    for (std::size_t i = 0; i < L.ops.size(); ++i) {
+      L.ops[i].duration_ns = mix(L.ops[i].duration_ns, P.ops[i].duration_ns);
+      L.ops[i].device_ns = mix(L.ops[i].device_ns, P.ops[i].device_ns);
+      L.ops[i].host_ns = mix(L.ops[i].host_ns, P.ops[i].host_ns);
     }
     return L;
   };
@@ -317,10 +343,11 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     // with grad_reduce_in_fp32) and the updated parameter all-gathered (FP8 with
     // fp8_param_gather); without the distributed optimizer an all-reduce of the gradient, twice.
     const double grad_bytes = cfg.opt.grad_reduce_in_fp32 ? 4.0 : 2.0;
-    const double per_param =
-        cfg.opt.distributed_optimizer
-            ? grad_bytes + (cfg.opt.fp8_param_gather && cfg.opt.precision == Precision::fp8 ? 1.0 : 2.0)
-            : 2 * grad_bytes;
+    const double gathered = !cfg.opt.fp8_param_gather            ? 2.0
+                            : cfg.opt.precision == Precision::fp8   ? 1.0
+                            : cfg.opt.precision == Precision::nvfp4 ? 0.5 + 1.0 / 16
+                                                                    : 2.0;
+    const double per_param = cfg.opt.distributed_optimizer ? grad_bytes + gathered : 2 * grad_bytes;
     // With several distributed-optimizer instances the reduce-scatter and the all-gather run
     // inside an instance (DP-consecutive ranks), then the instance's shard is all-reduced across
     // the instances (param_and_grad_buffer.py, start_grad_sync).

@@ -69,25 +69,6 @@ std::string list_value(const std::vector<std::string>& v) { return "[" + join(v,
 constexpr const char* kCommOverlapClass = "megatron.bridge.training.comm_overlap.CommOverlapConfig";
 /// moe_mlp_glu_interleave_size of Bridge's recipes with the fused grouped MLP.
 constexpr int kGluInterleave = 32;
-/// Reads a Bridge mixed-precision preset name (mixed_precision.py) into the precision fields.
-void apply_mixed_precision(model::Options& o, const std::string& v, const std::string& w) {
-  using model::ParamsDtype;
-  using model::Precision;
-  if (v == "null") {
-    o.params_dtype = ParamsDtype::fp32;
-    o.precision = Precision::bf16;
-    return;
-  }
-  const bool bf16 = v.rfind("bf16", 0) == 0, fp16 = v.rfind("fp16", 0) == 0;
-  const bool fp8 = v.find("fp8") != std::string::npos;
-  EPO_REQUIRE_INPUT((bf16 || fp16) && v.find("fp4") == std::string::npos, w, ": '", v,
-                    "' is not a modelled preset (allowed: bf16_mixed, fp16_mixed, "
-                    "bf16_with_fp8_*_mixed, fp16_with_fp8_*_mixed, *_with_mxfp8_mixed)");
-  o.params_dtype = fp16 ? ParamsDtype::fp16 : ParamsDtype::bf16;
-  o.precision = fp8 ? Precision::fp8 : Precision::bf16;
-  o.fp8_param_gather = model::bridge_preset_gathers_fp8_params(v);
-}
-
 }  // namespace
 
 int recommended_cuda_device_max_connections(const Config& c) {
@@ -100,8 +81,13 @@ int recommended_cuda_device_max_connections(const Config& c) {
 
 void apply_emitted_defaults(Config& c, const ValidationContext& ctx) {
   auto& o = c.opt;
-  if (o.precision != model::Precision::fp8) return;
+  if (!o.quantized()) return;
   if (o.distributed_optimizer && o.fp8_recipe != model::Fp8Recipe::blockwise) o.fp8_param_gather = true;
+  if (o.precision != model::Precision::fp8) return;
+  // Bridge's Hopper preset (current scaling) keeps the first and last layers in BF16.
+  if (ctx.frontend == Frontend::bridge && c.hw.compute_capability_major < 10 &&
+      o.bf16_layers_start + o.bf16_layers_end == 0)
+    o.bf16_layers_start = o.bf16_layers_end = 1;
   if (c.hw.compute_capability_major >= 10 && is_main(ctx) && c.model.num_experts > 0 &&
       c.model.gated_linear_unit)
     o.fused_grouped_mlp = true;
@@ -125,16 +111,6 @@ void route_per_backend_sms(model::Options& o, bool flex_sms_given) {
 
 int hybridep_ranks_per_nvlink_domain(const Config& c) {
   return std::max(1, std::min(c.par.ep, c.hw.nvlink_domain_size));
-}
-
-std::string bridge_mixed_precision(const Config& c) {
-  const bool fp16 = c.opt.params_dtype == model::ParamsDtype::fp16;
-  if (c.opt.params_dtype == model::ParamsDtype::fp32) return "null";
-  if (c.opt.precision != model::Precision::fp8) return fp16 ? "fp16_mixed" : "bf16_mixed";
-  // Blackwell runs MXFP8; Hopper per-tensor current scaling (Bridge's performance recipes).
-  if (c.hw.compute_capability_major >= 10)
-    return fp16 ? "fp16_with_mxfp8_mixed" : "bf16_with_mxfp8_mixed";
-  return fp16 ? "fp16_with_fp8_current_scaling_mixed" : "bf16_with_fp8_current_scaling_mixed";
 }
 
 std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
@@ -212,7 +188,7 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
     os << "model." << graph_key(ctx) << "=" << list_value(o.cuda_graph_modules) << "\n";
   os << "model.attention_dropout=" << o.attention_dropout << "\n";
   os << "model.hidden_dropout=" << o.hidden_dropout << "\n";
-  os << "mixed_precision=" << bridge_mixed_precision(c) << "\n";
+  os << "mixed_precision=" << bridge_mixed_precision(c) << "\n" << mixed_precision_notes(c, "#");
   if (o.capacity_factor > 0) os << "model.moe_expert_capacity_factor=" << o.capacity_factor << "\n";
   if (o.rank_capacity_factor > 0)
     os << "model.moe_expert_rank_capacity_factor=" << o.rank_capacity_factor << "\n";

@@ -58,5 +58,12 @@ int hybridep_ranks_per_nvlink_domain(const model::Config& cfg);
 /// fp16_mixed, *_with_fp8_current_scaling_mixed (Hopper) or *_with_mxfp8_mixed (Blackwell); "null"
 /// for fp32 parameters.
 std::string bridge_mixed_precision(const model::Config& cfg);
+/// Reads a Bridge mixed-precision preset name (mixed_precision.py) into the precision fields.
+void apply_mixed_precision(model::Options& o, const std::string& preset, const std::string& where);
+/// Comment lines (each starting with `comment`) for the mixed-precision layers and modules a plan
+/// asks for that a preset or flag cannot carry; "" when there are none.
+std::string mixed_precision_notes(const model::Config& cfg, const char* comment);
+/// Megatron-LM's precision flags beyond --bf16/--fp16: FP8 or NVFP4, the BF16 first/last layers.
+void mlm_precision_args(const model::Config& cfg, std::vector<std::string>& args);
 
 }  // namespace epo::planner

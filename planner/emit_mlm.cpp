@@ -104,13 +104,7 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   emit_cuda_graph_args(o, ctx, a);
   if (o.params_dtype != model::ParamsDtype::fp32)
     a.push_back(o.params_dtype == model::ParamsDtype::fp16 ? "--fp16" : "--bf16");
-  if (o.precision == model::Precision::fp8) {
-    // Blackwell: MXFP8; Hopper: per-tensor current scaling (as the Bridge presets emit_bridge uses).
-    const bool mx = c.hw.compute_capability_major >= 10;
-    kv("--fp8-format", mx ? "e4m3" : "hybrid");
-    kv("--fp8-recipe", mx ? "mxfp8" : "tensorwise");
-    if (o.fp8_param_gather) a.push_back("--fp8-param-gather");
-  }
+  mlm_precision_args(c, a);
   {
     std::ostringstream d;
     d << o.attention_dropout;
@@ -181,7 +175,9 @@ Config apply_mlm_args(Config c, const std::string& text) {
   o.cuda_graph_impl = CudaGraphImpl::none;
   p.sequence_parallel = false;
   p.vpp = 1;
-  bool enable_deepep = false, flex_sms_given = false, manual_gc = false;
+  bool enable_deepep = false, flex_sms_given = false, manual_gc = false, bf16_layers = false;
+  o.precision = model::Precision::bf16;
+  o.bf16_layers_start = o.bf16_layers_end = 1;  // Megatron-Core's defaults, used with the flag
   int gc_interval = 0;
   o.params_dtype = model::ParamsDtype::fp32;  // neither --bf16 nor --fp16
   o.attention_dropout = o.hidden_dropout = 0.1;  // Megatron-LM's defaults
@@ -238,7 +234,12 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--fp16") o.params_dtype = model::ParamsDtype::fp16;
     else if (f == "--fp8-format") { value(); o.precision = model::Precision::fp8; }
     else if (f == "--fp8-recipe") value();
-    else if (f == "--fp8-param-gather") o.fp8_param_gather = true;
+    else if (f == "--fp8-param-gather" || f == "--fp4-param-gather") o.fp8_param_gather = true;
+    else if (f == "--fp4-format") { value(); o.precision = model::Precision::nvfp4; }
+    else if (f == "--fp4-recipe") value();
+    else if (f == "--first-last-layers-bf16") bf16_layers = true;
+    else if (f == "--num-layers-at-start-in-bf16") o.bf16_layers_start = to_int(value(), where);
+    else if (f == "--num-layers-at-end-in-bf16") o.bf16_layers_end = to_int(value(), where);
     else if (f == "--moe-mlp-glu-interleave-size") o.fused_grouped_mlp = to_int(value(), where) > 0;
     else if (f == "--attention-dropout") o.attention_dropout = std::stod(value());
     else if (f == "--hidden-dropout") o.hidden_dropout = std::stod(value());
@@ -273,6 +274,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
   }
   if (enable_deepep) o.flex_backend = FlexBackend::deepep;
   if (manual_gc) o.manual_gc_interval = gc_interval;  // Megatron ignores the interval without it
+  if (!bf16_layers) o.bf16_layers_start = o.bf16_layers_end = 0;
   route_per_backend_sms(o, flex_sms_given);
   return c;
 }

@@ -81,6 +81,10 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
                   b.hw.hbm_bytes * (1.0 - b.memory_headroom) / (1024.0 * 1024 * 1024));
     os << line;
   }
+  if (b.opt.precision == model::Precision::nvfp4)
+    os << "NVFP4 as the emitted settings run it (bf16_with_nvfp4_mixed): primary weights in FP4 "
+       << (b.opt.fp8_param_gather ? "(fp4_param_gather)" : "not gathered (no distributed optimizer)")
+       << ", the output layer in BF16\n";
   if (b.opt.precision == model::Precision::fp8)
     os << "FP8 as the emitted settings run it: primary weights in FP8 "
        << (b.opt.fp8_param_gather ? "(fp8_param_gather)" : "not gathered (no distributed optimizer)")

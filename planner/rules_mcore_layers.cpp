@@ -35,6 +35,26 @@ const std::vector<std::string> kGraphModules = {"attn", "mlp", "moe", "moe_route
 }  // namespace
 
 void add_mcore_recompute_rules(std::vector<Rule>& out) {
+  // FP8 layers kept in BF16 (first_last_layers_bf16), checked before the recompute settings.
+  add(out, "MCORE-BF16-LAYERS-DELAYED", kError, EPO_TC("1527-1530"), kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (c.opt.precision != model::Precision::fp8 || c.opt.fp8_recipe != model::Fp8Recipe::delayed)
+          return "";
+        if (c.opt.bf16_layers_start + c.opt.bf16_layers_end == 0) return "";
+        return "Delayed scaling does not support first / last layer in BF16.";
+      },
+      "use another FP8 recipe (tensorwise, mxfp8, blockwise), or drop the BF16 layers");
+  add(out, "MCORE-BF16-LAYERS-COUNT", kError, EPO_TC("1532-1555"), kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (c.opt.precision != model::Precision::fp8) return "";  // Megatron checks under FP8 only
+        const int per_stage = c.model.published_layers() / c.par.pp;
+        const int n = std::max(c.opt.bf16_layers_start, c.opt.bf16_layers_end);
+        if (n <= per_stage) return "";
+        return cat("num_layers_at_", c.opt.bf16_layers_start > per_stage ? "start" : "end",
+                   "_in_bf16 (", n, ") must be between 0 and number of layers per pipeline stage (",
+                   per_stage, ").");
+      },
+      "keep at most the layers of one pipeline stage in BF16 at each end");
   add(out, "MCORE-RECOMPUTE-METHOD-VALUE", kError, EPO_TC("1908-1911"), kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         const auto& m = c.opt.recompute_method;

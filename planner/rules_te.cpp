@@ -4,6 +4,26 @@
 namespace epo::planner::rules {
 
 void add_te_rules(std::vector<Rule>& out) {
+  add(out, "TE-NVFP4-MIN", kError, "Megatron-LM megatron/training/arguments.py:1107-1109",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (c.opt.precision != model::Precision::nvfp4 || x.te.at_least(2, 7)) return "";
+        return cat("--fp4-format requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling "
+                   "support; TE is ", ver(x.te));
+      },
+      "upgrade Transformer Engine (--te 2.7), or use --precision fp8");
+  add(out, "TE-NVFP4-ARCH", kError,
+      "TransformerEngine transformer_engine/pytorch/quantization.py (check_nvfp4_support: compute "
+      "capability 10.0+)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (c.opt.precision != model::Precision::nvfp4) return "";
+        if (c.hw.compute_capability_major >= 10 && c.hw.fp4_tflops > 0) return "";
+        return cat("NVFP4 needs a Blackwell GPU (compute capability 10.0 or higher with FP4 tensor "
+                   "cores); this GPU has compute capability ", c.hw.compute_capability_major,
+                   c.hw.fp4_tflops > 0 ? "" : " and no FP4 peak in its profile");
+      },
+      "use --precision fp8 on this GPU, or a Blackwell profile (b200, gb200, b300, gb300)");
   add(out, "TE-DELAY-WGRAD-MIN", kError,
       "Megatron-LM megatron/core/extensions/transformer_engine.py:1170-1174", kAllVersions,
       kBothFrontends,

@@ -113,6 +113,10 @@ const std::vector<RuleReadsEntry>& rule_reads() {
       {"HYBRIDEP-EXPERTS-PER-NODE", L | D},
       {"HYBRIDEP-FP8-DISPATCH", D},
       // rules_te.cpp
+      {"MCORE-BF16-LAYERS-DELAYED", 0},
+      {"MCORE-BF16-LAYERS-COUNT", L},
+      {"TE-NVFP4-MIN", 0},
+      {"TE-NVFP4-ARCH", 0},
       {"TE-DELAY-WGRAD-MIN", O},
       // rules_runtime.cpp
       {"RUNTIME-FLEX-TPXEP", L | D},

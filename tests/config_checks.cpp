@@ -37,6 +37,8 @@ void check_same_layout_and_options(const model::Config& a, const model::Config& 
   CHECK(o.cuda_graph_modules == r.cuda_graph_modules);
   CHECK(o.precision == r.precision);
   CHECK(o.fp8_param_gather == r.fp8_param_gather);
+  CHECK(o.bf16_layers_start == r.bf16_layers_start);
+  CHECK(o.bf16_layers_end == r.bf16_layers_end);
   CHECK(o.fused_grouped_mlp == r.fused_grouped_mlp);
   CHECK(o.capacity_factor == Approx(r.capacity_factor));
   CHECK(o.high_priority_a2a_comm_stream == r.high_priority_a2a_comm_stream);

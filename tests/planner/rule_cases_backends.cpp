@@ -111,6 +111,23 @@ std::vector<RuleCase> backend_rule_cases() {
          flex(c, FlexBackend::hybridep);
          relayout(c, 16, 1, 1, 1, 8, 512);
        }},
+      {"TE-NVFP4-MIN",
+       [](Config& c, ValidationContext& x) {
+         c = make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512);
+         c.opt.precision = model::Precision::nvfp4;
+         x.te = {2, 6};
+       },
+       [](Config& c, ValidationContext& x) {
+         c = make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512);
+         c.opt.precision = model::Precision::nvfp4;
+         x.te = {2, 7};
+       }},
+      {"TE-NVFP4-ARCH",
+       [](Config& c, ValidationContext&) { c.opt.precision = model::Precision::nvfp4; },  // H100
+       [](Config& c, ValidationContext&) {
+         c = make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512);
+         c.opt.precision = model::Precision::nvfp4;
+       }},
       {"TE-DELAY-WGRAD-MIN",
        [](Config&, ValidationContext& x) {
          x.te = {2, 2};

@@ -21,6 +21,26 @@ std::vector<RuleCase> mcore_rule_cases() {
        [](Config&, ValidationContext& x) {
          x.torch = {2, 6};
        }},
+      {"MCORE-BF16-LAYERS-DELAYED",
+       [](Config& c, ValidationContext&) {
+         c.opt.precision = model::Precision::fp8;
+         c.opt.fp8_recipe = model::Fp8Recipe::delayed;
+         c.opt.bf16_layers_end = 1;
+       },
+       [](Config& c, ValidationContext&) {
+         c.opt.precision = model::Precision::fp8;
+         c.opt.fp8_recipe = model::Fp8Recipe::tensorwise;
+         c.opt.bf16_layers_end = 1;
+       }},
+      {"MCORE-BF16-LAYERS-COUNT",
+       [](Config& c, ValidationContext&) {
+         c.opt.precision = model::Precision::fp8;
+         c.opt.bf16_layers_start = c.model.num_layers + 1;
+       },
+       [](Config& c, ValidationContext&) {
+         c.opt.precision = model::Precision::fp8;
+         c.opt.bf16_layers_start = c.model.num_layers;
+       }},
       {"MCORE-OVL-VPP", [](Config& c, ValidationContext&) { relayout(c, 16, 1, 2, 1, 8, 512); },
        [](Config& c, ValidationContext&) { relayout(c, 16, 1, 2, 2, 8, 512); }},
       {"MCORE-OVL-EP", [](Config& c, ValidationContext&) { relayout(c, 16, 1, 1, 1, 1, 512); },

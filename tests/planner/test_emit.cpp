@@ -44,6 +44,7 @@ std::vector<Config> sample_configs() {
   a.opt.cuda_graph_modules = {"attn", "moe_router", "moe_preprocess"};
   a.opt.precision = model::Precision::fp8;
   a.opt.fp8_param_gather = true;  // what Bridge's FP8 presets set
+  a.opt.bf16_layers_start = a.opt.bf16_layers_end = 1;  // and its Hopper preset
   a.opt.capacity_factor = 1.5;
   a.opt.high_priority_a2a_comm_stream = true;
   a.opt.gradient_accumulation_fusion = false;
@@ -58,6 +59,10 @@ std::vector<Config> sample_configs() {
   b.opt.overlap_grad_reduce = false;
   b.opt.cuda_device_max_connections = 1;
   v.push_back(b);
+  Config f4 = test::make_config("qwen3-30b-a3b", "gb200", 16, 1, 1, 1, 8, 256);
+  f4.opt.precision = model::Precision::nvfp4;
+  f4.opt.fp8_param_gather = true;  // Bridge's bf16_with_nvfp4_mixed
+  v.push_back(f4);
   return v;
 }
 
@@ -90,6 +95,29 @@ TEST_CASE("Megatron-LM arguments round-trip") {
       check_same(c, back);
     }
   }
+}
+
+TEST_CASE("Megatron-LM arguments carry the layers kept in BF16; Bridge's overrides say so") {
+  Config c = test::make_config("qwen3-30b-a3b", "gb200", 16, 1, 1, 1, 8, 256);
+  c.opt.precision = model::Precision::nvfp4;
+  c.opt.bf16_layers_start = 2;
+  c.opt.bf16_layers_end = 3;
+  ValidationContext x;
+  x.frontend = Frontend::mlm;
+  const std::string args = emit_mlm(c, x);
+  CHECK(args.find("--fp4-format e2m1") != std::string::npos);
+  CHECK(args.find("--first-last-layers-bf16") != std::string::npos);
+  Config back = apply_mlm_args(blank_like(c), args);
+  back.derive_and_check();
+  check_same(c, back);
+  // a preset name cannot carry the counts: the overrides name the preset and say what to set
+  const std::string bridge = emit_bridge(c, ValidationContext{});
+  CHECK(bridge.find("mixed_precision=bf16_with_nvfp4_mixed") != std::string::npos);
+  CHECK(bridge.find("num_layers_at_end_in_bf16=3") != std::string::npos);
+  // Bridge's Nemotron-3-Super NVFP4 preset keeps its last 14 layers in BF16
+  Config s = apply_bridge_overrides(blank_like(c), "mixed_precision=nemotron_3_super_bf16_with_nvfp4_mixed\n");
+  CHECK(s.opt.precision == model::Precision::nvfp4);
+  CHECK(s.opt.bf16_layers_end == 14);
 }
 
 TEST_CASE("plan JSON round-trips through config_from_json") {
