@@ -349,3 +349,42 @@ TEST_CASE("a CI row whose iteration times scatter is predicted, not fitted on no
   CHECK(fit_published({steady}, Split{}, "2026-12-03", 1).count("dgx-h100") == 1);
   CHECK(fit_published({noisy}, Split{}, "2026-12-03", 1).empty());
 }
+
+TEST_CASE("an NVFP4 row runs its recipe's precision: FP4 GEMMs, BF16 layers and modules",
+          "[published][nvfp4]") {
+  ClusterMap clusters;
+  nlohmann::json row = {{"id", "nvfp4-row"},          {"model", "Nemotron-3-Super"},
+                        {"system", "DGX-GB300"},      {"gpus", 64},
+                        {"precision", "NVFP4"},       {"seq", 4096},
+                        {"gbs", 512},                 {"mbs", 1},
+                        {"tp", 1},                    {"pp", 1},
+                        {"ep", 64},                   {"dispatcher", "flex"},
+                        {"flex_backend", "hybridep"}, {"tflops_per_gpu", 815},
+                        {"source_type", "megatron-bridge-perf-summary"}};
+  const PublishedRow super = map_published_row(row, clusters);
+  REQUIRE(super.config.has_value());
+  const auto& o = super.config->opt;
+  CHECK(o.precision == model::Precision::nvfp4);
+  // Nemotron-3-Super's perf recipes: the last 14 layers and three module kinds in BF16, Mamba's
+  // output projection in MXFP8, no FP4 parameter gather
+  CHECK(o.bf16_layers_end == 14);
+  CHECK(o.bf16_linears == std::vector<std::string>{"attn", "latent", "mtp"});
+  CHECK(o.fp8_linears == std::vector<std::string>{"mamba_out"});
+  CHECK_FALSE(o.fp8_param_gather);
+  // another model takes Bridge's plain bf16_with_nvfp4_mixed: every linear in FP4, FP4 weights
+  row["model"] = "Qwen3-30B-A3B";
+  row["gpus"] = 8;
+  row["ep"] = 8;
+  const PublishedRow qwen = map_published_row(row, clusters);
+  REQUIRE(qwen.config.has_value());
+  CHECK(qwen.config->opt.precision == model::Precision::nvfp4);
+  CHECK(qwen.config->opt.bf16_layers_end == 0);
+  CHECK(qwen.config->opt.bf16_linears.empty());
+  CHECK(qwen.config->opt.fp8_param_gather);
+  // and is predicted faster than the same row in MXFP8
+  row["precision"] = "MXFP8";
+  const PublishedRow mx = map_published_row(row, clusters);
+  REQUIRE(mx.config.has_value());
+  CHECK(model::predict(*qwen.config, model::PredictMode::fast).step_time_us <
+        model::predict(*mx.config, model::PredictMode::fast).step_time_us);
+}
