@@ -53,6 +53,10 @@ model::Config config_from_bridge_settings(const model::Config& base,
       // Its MXFP8, current- and delayed-scaling presets keep the primary weights in FP8.
       if (model::bridge_preset_gathers_fp8_params(value))
         args.push_back({"fp8_param_gather", "True", w_key});
+      const auto [start, end] = model::bridge_preset_bf16_layers(value);
+      args.push_back({"first_last_layers_bf16", start + end > 0 ? "True" : "False", w_key});
+      args.push_back({"num_layers_at_start_in_bf16", std::to_string(start), w_key});
+      args.push_back({"num_layers_at_end_in_bf16", std::to_string(end), w_key});
       if (value.find("fp16") != std::string::npos)
         report.warnings.push_back(w_key + ": fp16 training modelled as bf16");
       report.read.push_back("mixed_precision");

@@ -104,6 +104,12 @@ bool bridge_preset_gathers_fp8_params(const std::string& p) {
   return (p.find("fp8") != std::string::npos || p.find("nvfp4") != std::string::npos) &&
          p.find("subchannel") == std::string::npos && p.find("blockwise") == std::string::npos;
 }
+std::pair<int, int> bridge_preset_bf16_layers(const std::string& p) {
+  if (p == "nemotron_3_super_bf16_with_nvfp4_mixed") return {0, 14};
+  if (p.find("fp8_current_scaling") == std::string::npos) return {0, 0};
+  const bool hybrid = p.rfind("nemotron_h", 0) == 0 || p.rfind("nanov2", 0) == 0;
+  return hybrid ? std::pair<int, int>{2, 2} : std::pair<int, int>{1, 1};
+}
 ParamsDtype parse_params_dtype(const std::string& s, const std::string& w) {
   return parse_enum<ParamsDtype>(s, w, kParamsDtypes);
 }

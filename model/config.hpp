@@ -2,6 +2,7 @@
 // A configuration to predict, validate, plan or run: model + hardware + GPUs + parallel layout +
 // Megatron options. JSON form: see config_io.hpp (strict, versioned).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/hardware.hpp"
@@ -248,6 +249,10 @@ bool fused_grouped_mlp_runs(const Config& cfg);
 /// in FP8 (fp8_param_gather): its delayed-, current-scaling and MXFP8 presets do, the sub-channel
 /// (blockwise) ones and the BF16/FP16 ones do not.
 bool bridge_preset_gathers_fp8_params(const std::string& preset);
+/// The first and last layers a Megatron-Bridge mixed-precision preset keeps in BF16
+/// (first_last_layers_bf16 with its two counts; {0, 0} = none): 1 and 1 for the current-scaling
+/// presets, 2 and 2 for the Nemotron-H and Nano-v2 ones, 0 and 14 for Nemotron-3-Super's NVFP4.
+std::pair<int, int> bridge_preset_bf16_layers(const std::string& preset);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& where);

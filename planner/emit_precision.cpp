@@ -2,6 +2,7 @@
 // Megatron-LM's FP8 / NVFP4 flags, and the mixed-precision layers and modules neither preset
 // names carry.
 #include <sstream>
+#include <tuple>
 
 #include "model/error.hpp"
 #include "planner/emit.hpp"
@@ -27,12 +28,7 @@ void apply_mixed_precision(model::Options& o, const std::string& v, const std::s
   o.precision = fp4 ? Precision::nvfp4 : fp8 ? Precision::fp8 : Precision::bf16;
   o.fp8_param_gather = model::bridge_preset_gathers_fp8_params(v);
   // Presets that keep layers in BF16 (mixed_precision.py).
-  o.bf16_layers_start = o.bf16_layers_end = 0;
-  if (v == "nemotron_3_super_bf16_with_nvfp4_mixed") o.bf16_layers_end = 14;
-  if (v.find("fp8_current_scaling") != std::string::npos) {
-    const bool hybrid = v.rfind("nemotron_h", 0) == 0 || v.rfind("nanov2", 0) == 0;
-    o.bf16_layers_start = o.bf16_layers_end = hybrid ? 2 : 1;
-  }
+  std::tie(o.bf16_layers_start, o.bf16_layers_end) = model::bridge_preset_bf16_layers(v);
 }
 
 std::string bridge_mixed_precision(const model::Config& c) {
@@ -74,7 +70,8 @@ void mlm_precision_args(const model::Config& c, std::vector<std::string>& a) {
   const auto& o = c.opt;
   auto kv = [&](const std::string& k, const std::string& v) { a.push_back(k + " " + v); };
   if (o.precision == Precision::fp8) {
-    // Blackwell: MXFP8; Hopper: per-tensor current scaling (as the Bridge presets emit_bridge uses).
+    // Blackwell: MXFP8; Hopper: per-tensor current scaling (as the Bridge presets emit_bridge
+    // uses).
     const bool mx = c.hw.compute_capability_major >= 10;
     kv("--fp8-format", mx ? "e4m3" : "hybrid");
     kv("--fp8-recipe", mx ? "mxfp8" : "tensorwise");

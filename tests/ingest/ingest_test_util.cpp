@@ -44,6 +44,7 @@ model::Config sample_config(const std::string& name, int variant) {
     o.cuda_graph_modules = {"attn", "moe_router"};
     o.precision = model::Precision::fp8;
     o.fp8_param_gather = true;  // what Bridge's FP8 presets set
+    o.bf16_layers_start = o.bf16_layers_end = 1;  // and its Hopper (current-scaling) preset
   } else if (variant == 1) {
     p.tp = 2;
     p.etp = 1;

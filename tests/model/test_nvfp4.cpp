@@ -54,10 +54,10 @@ TEST_CASE("NVFP4 GEMMs run at the FP4 peak after a two-level quantization pass",
   CHECK(q_f4.hbm_bytes - q_bf.hbm_bytes == Approx(4096.0 * 2048 * (2 + 2 + 2 * (0.5 + 1.0 / 16))));
   // The same FLOPs at kFp4OverFp8GemmRate times the FP8 rate: the GEMM itself is faster.
   CHECK(q_f4.flops == q_f8.flops);
-  const double gemm_f8 = gemm_work_us(qwen_gb200(Precision::fp8).hw, 4096, 5120, 2048, 1,
-                                      GemmType::fp8);
-  const double gemm_f4 = gemm_work_us(qwen_gb200(Precision::fp8).hw, 4096, 5120, 2048, 1,
-                                      GemmType::fp4);
+  const double gemm_f8 =
+      gemm_work_us(qwen_gb200(Precision::fp8).hw, 4096, 5120, 2048, 1, GemmType::fp8);
+  const double gemm_f4 =
+      gemm_work_us(qwen_gb200(Precision::fp8).hw, 4096, 5120, 2048, 1, GemmType::fp4);
   CHECK(gemm_f4 < gemm_f8);
   CHECK(gemm_tflops(qwen_gb200(Precision::fp8).hw, 8192, 8192, 8192, GemmType::fp4) ==
         Approx(kFp4OverFp8GemmRate *
@@ -103,7 +103,8 @@ TEST_CASE("linear modules kept in BF16 or FP8 by a quantization recipe", "[cost]
   CHECK_THROWS_AS(g.derive_and_check(), Error);
 }
 
-TEST_CASE("the first and last layers kept in BF16 cost their share of a layer op", "[cost][nvfp4]") {
+TEST_CASE("the first and last layers kept in BF16 cost their share of a layer op",
+          "[cost][nvfp4]") {
   Config cfg = qwen_gb200(Precision::nvfp4);
   const auto fwd = [](const Config& c) {
     return compute_step_costs(c).moe_layer.get(OpKind::mlp, Direction::forward).duration_ns;
@@ -114,7 +115,7 @@ TEST_CASE("the first and last layers kept in BF16 cost their share of a layer op
   cfg.opt.bf16_layers_end = cfg.model.num_layers - cfg.opt.bf16_layers_start;
   CHECK(fwd(cfg) == bf);  // every layer in BF16
   cfg.opt.bf16_layers_start = 0;
-  cfg.opt.bf16_layers_end = cfg.model.num_layers / 4;  // 12 of 48
+  cfg.opt.bf16_layers_end = cfg.model.num_layers / 4;                               // 12 of 48
   CHECK(static_cast<double>(fwd(cfg)) == Approx(0.75 * f4 + 0.25 * bf).margin(1));  // ns
   // without FP8 or NVFP4 the counts change nothing
   Config b = qwen_gb200(Precision::bf16);
