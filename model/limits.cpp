@@ -181,6 +181,27 @@ void check_interleaved_microbatches(const Config& c) {
               __FILE__, __LINE__);
 }
 
+std::string nvfp4_hardware_problem(const Config& c) {
+  if (c.opt.precision != Precision::nvfp4) return "";
+  if (c.hw.compute_capability_major >= 10 && c.hw.fp4_tflops > 0) return "";
+  return detail::concat("NVFP4 needs a Blackwell GPU (compute capability 10.0 or higher with FP4 ",
+                        "tensor cores); this GPU has compute capability ",
+                        c.hw.compute_capability_major,
+                        c.hw.fp4_tflops > 0 ? "" : " and no FP4 peak in its profile");
+}
+
+const char* nvfp4_hardware_fix() {
+  return "use --precision fp8 on this GPU, or a Blackwell profile (b200, gb200, b300, gb300)";
+}
+
+void check_nvfp4_hardware(const Config& c) {
+  const std::string problem = nvfp4_hardware_problem(c);
+  if (problem.empty()) return;
+  throw Error(ErrorKind::rejected,
+              detail::concat(kNvfp4ArchRule, ": ", problem, "; fix: ", nvfp4_hardware_fix()),
+              __FILE__, __LINE__);
+}
+
 std::string dist_opt_instances_problem(const Config& c) {
   const int n = c.opt.distributed_optimizer_instances;
   if (n <= 1 || c.par.dp <= 0) return "";

@@ -187,6 +187,13 @@ void check_interleaved_microbatches(const Config& c);
 void check_simulation_size(const Config& c, const StepCosts& costs);
 /// Rule id shared by the planner's rule and the schedule's refusal.
 inline constexpr const char* kInterleavedMicrobatchRule = "RUNTIME-VPP-MICROBATCHES";
+/// NVFP4 needs FP4 tensor cores (Transformer Engine's check_nvfp4_support): the problem ("" when
+/// the precision is not NVFP4 or the profile has Blackwell's FP4 peak), its rule id and fix; the
+/// cost model refuses what it cannot time (exit 3), the planner's rule says the same.
+inline constexpr const char* kNvfp4ArchRule = "TE-NVFP4-ARCH";
+std::string nvfp4_hardware_problem(const Config& c);
+const char* nvfp4_hardware_fix();
+void check_nvfp4_hardware(const Config& c);
 
 /// Megatron's parallel_state asserts that num_distributed_optimizer_instances divides the
 /// data-parallel size (x CP) and the expert data-parallel size: "" when it does (or is 1), else

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model/cost_builder.hpp"
+#include "model/limits.hpp"
 #include "model/model_flops.hpp"
 
 namespace epo::model {
@@ -192,6 +193,7 @@ int flex_comm_sms(const Config& cfg) {
 
 StepCosts compute_shape_costs(const Config& cfg) {
   using detail::build_layer;
+  check_nvfp4_hardware(cfg);  // no FP4 peak to time NVFP4 GEMMs at
   Builder b(cfg);
   const auto& m = cfg.model;
   const auto& p = cfg.par;

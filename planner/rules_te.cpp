@@ -1,4 +1,5 @@
 // Transformer Engine floors touched by delay_wgrad_compute (reference §2.6).
+#include "model/limits.hpp"
 #include "planner/rules_common.hpp"
 
 namespace epo::planner::rules {
@@ -12,18 +13,15 @@ void add_te_rules(std::vector<Rule>& out) {
                    "support; TE is ", ver(x.te));
       },
       "upgrade Transformer Engine (--te 2.7), or use --precision fp8");
-  add(out, "TE-NVFP4-ARCH", kError,
+  // The cost model refuses the same configurations (model/limits.hpp): one statement of the rule.
+  add(out, model::kNvfp4ArchRule, kError,
       "TransformerEngine transformer_engine/pytorch/quantization.py (check_nvfp4_support: compute "
       "capability 10.0+)",
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
-        if (c.opt.precision != model::Precision::nvfp4) return "";
-        if (c.hw.compute_capability_major >= 10 && c.hw.fp4_tflops > 0) return "";
-        return cat("NVFP4 needs a Blackwell GPU (compute capability 10.0 or higher with FP4 tensor "
-                   "cores); this GPU has compute capability ", c.hw.compute_capability_major,
-                   c.hw.fp4_tflops > 0 ? "" : " and no FP4 peak in its profile");
+        return model::nvfp4_hardware_problem(c);
       },
-      "use --precision fp8 on this GPU, or a Blackwell profile (b200, gb200, b300, gb300)");
+      model::nvfp4_hardware_fix());
   add(out, "TE-DELAY-WGRAD-MIN", kError,
       "Megatron-LM megatron/core/extensions/transformer_engine.py:1170-1174", kAllVersions,
       kBothFrontends,

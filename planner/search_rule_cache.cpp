@@ -116,7 +116,7 @@ const std::vector<RuleReadsEntry>& rule_reads() {
       {"MCORE-BF16-LAYERS-DELAYED", 0},
       {"MCORE-BF16-LAYERS-COUNT", L},
       {"TE-NVFP4-MIN", 0},
-      {"TE-NVFP4-ARCH", 0},
+      {model::kNvfp4ArchRule, 0},
       {"TE-DELAY-WGRAD-MIN", O},
       // rules_runtime.cpp
       {"RUNTIME-FLEX-TPXEP", L | D},

@@ -7,6 +7,7 @@
 #include "model/config_io.hpp"
 #include "model/cost.hpp"
 #include "model/error.hpp"
+#include "model/limits.hpp"
 #include "model/memory.hpp"
 #include "test_helpers.hpp"
 
@@ -186,4 +187,16 @@ TEST_CASE("NVFP4 against MXFP8 on B300 as Transformer Engine's GEMM benchmark me
   const double f4 = layer_ms(GemmType::fp4, 2 + 2 + 2 * (0.5 + 1.0 / 16));
   CHECK(mx == Approx(8.984).epsilon(0.05));
   CHECK(f4 / mx == Approx(6.453 / 8.984).epsilon(0.03));
+}
+
+TEST_CASE("NVFP4 on a GPU without FP4 tensor cores is refused, not timed", "[cost][nvfp4]") {
+  Config cfg = test::qwen(8, 1, 1, 8, 1);  // H100
+  cfg.opt.precision = Precision::nvfp4;
+  try {
+    (void)compute_step_costs(cfg);
+    FAIL("costed NVFP4 on an H100");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::rejected);
+    CHECK(std::string(e.what()).find(kNvfp4ArchRule) != std::string::npos);
+  }
 }
