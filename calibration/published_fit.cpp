@@ -49,6 +49,9 @@ const double kShortStepS = 2.0;
 
 const double kRowLossCap = std::log(1.5);
 
+/// The least a fitted per-cluster parameter must lower its rows' mean |ln error| (0.5 %).
+const double kMinGain = 0.005;
+
 /// A row fitted on: its published TFLOP/s/GPU (0 where it publishes only a step time, the
 /// Megatron-LM CI runs) and step time (0 where not published).
 struct FitRow {
@@ -78,9 +81,17 @@ double golden(const std::function<double(double)>& f, double lo, double hi, int 
   double fc = f(c), fd = f(d);
   for (int i = 0; i < iters; ++i) {
     if (fc < fd) {
-      b = d; d = c; fd = fc; c = b - g * (b - a); fc = f(c);
+      b = d;
+      d = c;
+      fd = fc;
+      c = b - g * (b - a);
+      fc = f(c);
     } else {
-      a = c; c = d; fc = fd; d = a + g * (b - a); fd = f(d);
+      a = c;
+      c = d;
+      fc = fd;
+      d = a + g * (b - a);
+      fd = f(d);
     }
   }
   return fc < fd ? c : d;
@@ -94,8 +105,8 @@ struct FittedOn {
 
 /// One cluster under fit: its profile, rows, and which parameters its rows can tell.
 struct ClusterState {
-  model::HardwareProfile hw;
-  std::vector<FitRow> all, rated;  ///< every row; those publishing TFLOP/s/GPU
+  model::HardwareProfile hw, start;  ///< the profile under fit; the preset it started from
+  std::vector<FitRow> all, rated;    ///< every row; those publishing TFLOP/s/GPU
   bool any_fp8 = false, any_net = false, any_short = false, any_ssd = false;
   std::map<std::string, FittedOn> fitted;
   ClusterFit fit;
@@ -106,8 +117,9 @@ struct ClusterState {
 /// there is not), and a parameter its rows cannot tell keeps its preset value.
 bool fitted_here(const ClusterState& c, const Param& p) {
   const auto src = c.hw.sources.find(p.name);
-  if (src != c.hw.sources.end() && (src->second.rfind("measured", 0) == 0 ||
-                                    src->second.find("calibrate ops") != std::string::npos))
+  if (src != c.hw.sources.end() && src->second.rfind("carried from", 0) != 0 &&
+      (src->second.rfind("measured", 0) == 0 ||
+       src->second.find("calibrate ops") != std::string::npos))
     return false;
   if (p.field == &model::HardwareProfile::fp8_gemm_efficiency) return c.any_fp8;
   if (p.field == &model::HardwareProfile::net_efficiency) return c.any_net;
@@ -133,18 +145,24 @@ void fit_pooled(std::vector<ClusterState>& cs, const Param& p) {
       n += c.rated.size();
     }
   if (on.empty()) return;
-  const double v = search(p, [&](double x) {
+  // The mean objective with the parameter at x, or (x < 0) at each cluster's preset value.
+  auto f = [&](double x) {
     double sum = 0;
     for (ClusterState* c : on) {
       model::HardwareProfile t = c->hw;
-      t.*(p.field) = x;
+      t.*(p.field) = x >= 0 ? x : c->start.*(p.field);
       sum += objective(c->rated, t) * static_cast<double>(c->rated.size());
     }
     return sum / static_cast<double>(n);
-  });
+  };
+  const double v = search(p, f);
+  const bool told = f(-1) - f(v) >= kMinGain;  // as for a per-cluster parameter (fit_published)
   for (ClusterState* c : on) {
-    c->hw.*(p.field) = v;
-    c->fitted[p.name] = {n, static_cast<int>(on.size())};
+    c->hw.*(p.field) = told ? v : c->start.*(p.field);
+    if (told)
+      c->fitted[p.name] = {n, static_cast<int>(on.size())};
+    else
+      c->fitted.erase(p.name);
   }
 }
 
@@ -170,6 +188,7 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
     c.hw = base[cluster];
     c.hw.name = cluster;
     if (c.hw.fp8_gemm_efficiency <= 0) c.hw.fp8_gemm_efficiency = c.hw.gemm_efficiency;
+    c.start = c.hw;
     c.all = std::move(fr);
     c.fit.rows = static_cast<int>(c.all.size());
     c.fit.before_mean_abs_log = objective(c.all, c.hw);
@@ -178,8 +197,8 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
       c.any_short = c.any_short || (r.published_step_s > 0 && r.published_step_s < kShortStepS);
       if (r.published_tflops <= 0) continue;
       c.any_fp8 = c.any_fp8 || r.cfg.opt.precision == model::Precision::fp8;
-      c.any_net = c.any_net || r.cfg.ep_num_domains() > 1 ||
-                  r.cfg.num_gpus > r.cfg.hw.nvlink_domain_size;
+      c.any_net =
+          c.any_net || r.cfg.ep_num_domains() > 1 || r.cfg.num_gpus > r.cfg.hw.nvlink_domain_size;
       // The kernel, per-op host and network parameters are fitted on the rows with a published
       // TFLOP/s/GPU (production recipes); the per-step host time on every row, the CI runs'
       // short steps included (their functional-test logging would otherwise drag the per-op
@@ -198,11 +217,21 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
         if (!fitted_here(c, p)) continue;
         const bool per_step = p.field == &model::HardwareProfile::framework_step_host_us;
         std::vector<FitRow>& on = per_step ? c.all : c.rated;
-        c.hw.*(p.field) = search(p, [&](double v) {
+        auto f = [&](double v) {
           model::HardwareProfile t = c.hw;
           t.*(p.field) = v;
           return objective(on, t);
-        });
+        };
+        // A parameter its rows cannot tell keeps its preset value: fitted, it must lower the
+        // rows' objective by kMinGain below the preset's (else it only absorbs noise, and the
+        // held-out rows pay: a network efficiency ran to 1.0 on rows that barely use the network).
+        const double v = search(p, f), preset = c.start.*(p.field);
+        if (f(preset) - f(v) < kMinGain) {
+          c.hw.*(p.field) = preset;
+          c.fitted.erase(p.name);
+          continue;
+        }
+        c.hw.*(p.field) = v;
         c.fitted[p.name] = {on.size(), 1};
       }
     }
