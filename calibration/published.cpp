@@ -96,6 +96,7 @@ std::string ClusterMap::cluster_for(const std::string& system) {
   if (contains(s, "b200")) return "dgx-b200";
   if (contains(s, "h100")) return "dgx-h100";
   if (contains(s, "h200")) return "dgx-h200";
+  if (contains(s, "a100")) return "dgx-a100";
   return "";
 }
 
@@ -103,7 +104,7 @@ std::string ClusterMap::gpu_preset_for(const std::string& cluster) {
   static const std::map<std::string, std::string> kGpu = {
       {"dgx-h100", "h100-sxm"}, {"dgx-h200", "h200-sxm"}, {"dgx-b200", "b200"},
       {"dgx-b300", "b300"},     {"gb200-nvl72", "gb200"},
-      {"gb300-nvl72", "gb300"}};
+      {"gb300-nvl72", "gb300"},  {"dgx-a100", "a100"}};
   auto g = kGpu.find(cluster);
   return g != kGpu.end() ? g->second : cluster;
 }

@@ -98,9 +98,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   r.status = "current";
   const std::string platform = j.value("platform", "");
   r.system = platform;
-  r.cluster = platform.find("gb200") != std::string::npos ? "gb200-nvl72"
-              : platform.find("h100") != std::string::npos ? "dgx-h100"
-                                                           : "";
+  r.cluster = ClusterMap::cluster_for(platform);  // dgx_h100, dgxh100_dgxc, dgx_gb200, dgx_a100
   const Args a{j["args"]};
   r.model = "megatron-ci:" + r.id.substr(0, r.id.find("::"));
   r.model_preset = "ci:" + r.id.substr(0, r.id.find("::"));

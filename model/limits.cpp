@@ -194,7 +194,25 @@ const char* nvfp4_hardware_fix() {
   return "use --precision fp8 on this GPU, or a Blackwell profile (b200, gb200, b300, gb300)";
 }
 
-void check_nvfp4_hardware(const Config& c) {
+std::string fp8_hardware_problem(const Config& c) {
+  if (c.opt.precision != Precision::fp8) return "";
+  if (c.hw.compute_capability_major >= 8 && c.hw.fp8_tflops > 0) return "";
+  return detail::concat("FP8 needs FP8 tensor cores (compute capability 8.9 or higher: Ada, ",
+                        "Hopper, Blackwell); this GPU has compute capability ",
+                        c.hw.compute_capability_major,
+                        c.hw.fp8_tflops > 0 ? "" : " and no FP8 peak in its profile");
+}
+
+const char* fp8_hardware_fix() {
+  return "use --precision bf16 on this GPU, or a profile with FP8 tensor cores (h100-sxm, b200...)";
+}
+
+void check_precision_hardware(const Config& c) {
+  const std::string fp8 = fp8_hardware_problem(c);
+  if (!fp8.empty())
+    throw Error(ErrorKind::rejected,
+                detail::concat(kFp8ArchRule, ": ", fp8, "; fix: ", fp8_hardware_fix()), __FILE__,
+                __LINE__);
   const std::string problem = nvfp4_hardware_problem(c);
   if (problem.empty()) return;
   throw Error(ErrorKind::rejected,

@@ -70,7 +70,7 @@ inline constexpr IntRange kNcclSms{"nccl_sms", "--profile", 1, 1024};
 /// Every real-valued field of a profile with its range, in the order the writer puts them.
 inline constexpr RealRange kReal[] = {
     {"bf16_tflops", "--profile", 1, 1e5},
-    {"fp8_tflops", "--profile", 1, 1e5},
+    {"fp8_tflops", "--profile", 0, 1e5},  // 0: no FP8 tensor cores (Ampere)
     {"fp4_tflops", "--profile", 0, 1e5},
     {"hbm_bytes", "--profile", 1e9, 1e13},
     {"hbm_gbps", "--profile", 10, 1e5},
@@ -193,7 +193,13 @@ inline constexpr const char* kInterleavedMicrobatchRule = "RUNTIME-VPP-MICROBATC
 inline constexpr const char* kNvfp4ArchRule = "TE-NVFP4-ARCH";
 std::string nvfp4_hardware_problem(const Config& c);
 const char* nvfp4_hardware_fix();
-void check_nvfp4_hardware(const Config& c);
+/// FP8 needs FP8 tensor cores (Transformer Engine's check_fp8_support: compute capability 8.9+);
+/// a profile without an FP8 peak (A100) or older than compute capability 8 has none.
+inline constexpr const char* kFp8ArchRule = "TE-FP8-ARCH";
+std::string fp8_hardware_problem(const Config& c);
+const char* fp8_hardware_fix();
+/// Both refusals (exit 3) where the GEMMs' precision has no peak to be timed at.
+void check_precision_hardware(const Config& c);
 
 /// Megatron's parallel_state asserts that num_distributed_optimizer_instances divides the
 /// data-parallel size (x CP) and the expert data-parallel size: "" when it does (or is 1), else

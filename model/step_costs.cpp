@@ -30,7 +30,7 @@ int flex_comm_sms(const Config& cfg) {
 
 StepCosts compute_shape_costs(const Config& cfg) {
   using detail::build_layer;
-  check_nvfp4_hardware(cfg);  // no FP4 peak to time NVFP4 GEMMs at
+  check_precision_hardware(cfg);  // no FP8 or FP4 peak to time the GEMMs at
   Builder b(cfg);
   const auto& m = cfg.model;
   const auto& p = cfg.par;

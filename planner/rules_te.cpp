@@ -22,6 +22,14 @@ void add_te_rules(std::vector<Rule>& out) {
         return model::nvfp4_hardware_problem(c);
       },
       model::nvfp4_hardware_fix());
+  add(out, model::kFp8ArchRule, kError,
+      "TransformerEngine transformer_engine/pytorch/quantization.py:149-159 (_compute_fp8_support: "
+      "compute capability 8.9+)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        return model::fp8_hardware_problem(c);
+      },
+      model::fp8_hardware_fix());
   add(out, "TE-DELAY-WGRAD-MIN", kError,
       "Megatron-LM megatron/core/extensions/transformer_engine.py:1170-1174", kAllVersions,
       kBothFrontends,

@@ -117,6 +117,7 @@ const std::vector<RuleReadsEntry>& rule_reads() {
       {"MCORE-BF16-LAYERS-COUNT", L},
       {"TE-NVFP4-MIN", 0},
       {model::kNvfp4ArchRule, 0},
+      {model::kFp8ArchRule, 0},
       {"TE-DELAY-WGRAD-MIN", O},
       // rules_runtime.cpp
       {"RUNTIME-FLEX-TPXEP", L | D},

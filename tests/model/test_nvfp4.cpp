@@ -200,3 +200,24 @@ TEST_CASE("NVFP4 on a GPU without FP4 tensor cores is refused, not timed", "[cos
     CHECK(std::string(e.what()).find(kNvfp4ArchRule) != std::string::npos);
   }
 }
+
+TEST_CASE("FP8 on a GPU without FP8 tensor cores is refused; BF16 there is timed", "[cost][fp8]") {
+  Config cfg = test::qwen(8, 1, 1, 8, 1);
+  cfg.hw = load_hardware_preset("a100");
+  cfg.derive_and_check();
+  auto mlp_ms = [](const Config& c) {
+    return compute_step_costs(c).moe_layer.get(OpKind::mlp, Direction::forward).duration_ns * 1e-6;
+  };
+  // An A100 runs BF16 at 312 of the H100's 989 TFLOP/s: its MLP slower by about that ratio.
+  const double a100_ms = mlp_ms(cfg), h100_ms = mlp_ms(test::qwen(8, 1, 1, 8, 1));
+  CHECK(a100_ms > 2.0 * h100_ms);
+  CHECK(a100_ms < 4.0 * h100_ms);
+  cfg.opt.precision = Precision::fp8;
+  try {
+    (void)compute_step_costs(cfg);
+    FAIL("costed FP8 on an A100");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::rejected);
+    CHECK(std::string(e.what()).find(kFp8ArchRule) != std::string::npos);
+  }
+}

@@ -128,6 +128,12 @@ std::vector<RuleCase> backend_rule_cases() {
          c = make_config("qwen3-30b-a3b", "gb200", 8, 1, 1, 1, 8, 512);
          c.opt.precision = model::Precision::nvfp4;
        }},
+      {"TE-FP8-ARCH",
+       [](Config& c, ValidationContext&) {
+         c = make_config("qwen3-30b-a3b", "a100", 8, 1, 1, 1, 8, 512);
+         c.opt.precision = model::Precision::fp8;
+       },
+       [](Config& c, ValidationContext&) { c.opt.precision = model::Precision::fp8; }},  // H100
       {"TE-DELAY-WGRAD-MIN",
        [](Config&, ValidationContext& x) {
          x.te = {2, 2};
