@@ -10,7 +10,8 @@ that the same model is then limited by the device. With --recompute, the host-bo
 runs again with each selective recompute module: what the recomputed forward's rerun inside the
 backward adds to the host time per layer (--recompute-ab: each module beside the same layer
 without it, their steps interleaved, in GQA and MLA forms; --gc: what a full garbage collection
-costs a process holding such a model). With --structure, the host-bound layer is timed in four
+costs a process holding such a model; --experts-sweep: the same layer at 4 to 64 experts, what each
+local expert adds without grouped GEMM). With --structure, the host-bound layer is timed in four
 forms instead — grouped-query or multi-latent attention (MLA, as DeepSeek-V3 and Moonlight), with
 or without a shared expert — alternating them --repeats times, so that the ratio of their host
 times says how much a layer's makeup adds, independent of the run-to-run spread.
@@ -218,6 +219,10 @@ def main():
     ap.add_argument("--gc", action="store_true",
                     help="time gc.collect() in this process after training steps of a 27-layer "
                          "MLA model with a shared expert (8 and 64 experts), as a manual GC pays it")
+    ap.add_argument("--experts-sweep", action="store_true",
+                    help="time the host-bound layer at 4 to 64 experts (top-4, Megatron's "
+                         "SequentialMLP: one set of linears a local expert), alternating them "
+                         "--repeats times: the host time a local expert adds without grouped GEMM")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -236,6 +241,10 @@ def main():
                  ("MLA + shared expert", True, 256)]
         cases = [(f"host-bound, 8 experts, {f} (run {r + 1})", 256, 8, 256, None, mla, shared)
                  for r in range(args.repeats) for f, mla, shared in forms]
+    if args.experts_sweep:
+        args.topk = 4
+        cases = [(f"host-bound, {e} experts, top-4 (run {r + 1})", 256, e, 128, None, False, 0)
+                 for r in range(args.repeats) for e in (4, 8, 16, 32, 64)]
     if args.recompute_ab:
         recompute_ab(args, out)
         cases = []

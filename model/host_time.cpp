@@ -40,6 +40,14 @@ constexpr double kFlexHostShare = 0.25;
 /// and preprocessing graphed): with the per-op host time and the flex share fixed there, the FP8
 /// steps need 1.27 x the compute ops' host time.
 constexpr double kFp8HostFactor = 1.27;
+/// Without grouped GEMM Megatron runs the local experts one by one (SequentialMLP: each expert's
+/// linears and activation from Python): each local expert adds this share of a layer op's host
+/// time to the MLP's forward, twice that to its backward. Megatron-Core's own layer at 8 to 64
+/// experts, top-4 (bench/megatron_host_oracle.py --experts-sweep, one H200, two interleaved runs;
+/// at 4 experts every token goes to every expert, left out): host time per layer 8.5 ms + 0.56 ms
+/// a local expert (forward and backward), 0.065 of the expertless layer, whose six op units
+/// (alltoall) make 0.39 units a local expert: 0.13 forward, 0.26 backward.
+constexpr double kSequentialExpertHostShare = 0.13;
 /// Host time of one checkpointed region (its set-up and autograd rerun, beyond the rerun module's
 /// own Python), as a share of a layer op's framework host time: measured with Megatron-Core's own
 /// layer by bench/megatron_host_oracle.py --recompute-ab (see docs/measurements.md).
@@ -142,6 +150,10 @@ double framework_host_us(const Config& cfg, const OpCost& op, bool moe, double r
     case OpKind::mlp:
     case OpKind::mlp_wgrad:
       if (te && (moe ? graphed(o, "moe") : graphed(o, "mlp"))) left = 0.0;
+      if (moe && !o.moe_grouped_gemm && op.kind == OpKind::mlp && left > 0) {
+        const double local = cfg.model.num_experts / static_cast<double>(std::max(1, cfg.par.ep));
+        left += kSequentialExpertHostShare * local * (op.dir == Direction::forward ? 1.0 : 2.0);
+      }
       if (o.quantized()) left *= kFp8HostFactor;
       break;
     case OpKind::dispatch:

@@ -137,3 +137,29 @@ TEST_CASE("a manual garbage collection every N steps costs the step a collection
   CHECK(predict(bare_gc, PredictMode::fast).step_time_us ==
         predict(bare, PredictMode::fast).step_time_us);
 }
+
+TEST_CASE("without grouped GEMM each local expert costs the MLP host time", "[cost][host]") {
+  // Qwen3-30B-A3B's 128 experts on EP 8 and EP 16: 16 and 8 local experts run one by one.
+  Config grouped = qwen(8, 1, 1, 8, 1);
+  grouped.hw.framework_op_host_us = 400;
+  Config seq = grouped;
+  seq.opt.moe_grouped_gemm = false;
+  Config grouped16 = qwen(16, 1, 1, 16, 1);
+  grouped16.hw = seq.hw;
+  Config seq16 = grouped16;
+  seq16.opt.moe_grouped_gemm = false;
+  auto host = [](const Config& c, Direction d) {
+    return compute_step_costs(c).moe_layer.get(OpKind::mlp, d).host_ns;
+  };
+  const double extra_fwd = host(seq, Direction::forward) - host(grouped, Direction::forward);
+  const double extra_bwd = host(seq, Direction::backward) - host(grouped, Direction::backward);
+  CHECK(extra_fwd == Approx(16 * 0.13 * 400e3).epsilon(1e-6));
+  CHECK(extra_bwd == Approx(2 * extra_fwd).epsilon(1e-6));
+  CHECK(host(seq16, Direction::forward) - host(grouped16, Direction::forward) ==
+        Approx(extra_fwd / 2).epsilon(1e-6));
+  // The other ops keep their host time; a host-bound step grows.
+  CHECK(compute_step_costs(seq).moe_layer.get(OpKind::pre_dispatch, Direction::forward).host_ns ==
+        compute_step_costs(grouped).moe_layer.get(OpKind::pre_dispatch, Direction::forward).host_ns);
+  CHECK(predict(seq, PredictMode::fast).step_time_us >
+        predict(grouped, PredictMode::fast).step_time_us);
+}
