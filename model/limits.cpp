@@ -181,13 +181,20 @@ void check_interleaved_microbatches(const Config& c) {
               __FILE__, __LINE__);
 }
 
+/// A quantized precision the GPU cannot run: "" when `c` asks another precision or the profile
+/// has the compute capability and the peak it needs, else what is missing.
+static std::string quantized_problem(const Config& c, Precision p, int min_major, double peak,
+                                     const char* needs, const char* unit) {
+  if (c.opt.precision != p || (c.hw.compute_capability_major >= min_major && peak > 0)) return "";
+  return detail::concat(needs, "; this GPU has compute capability ", c.hw.compute_capability_major,
+                        peak > 0 ? "" : detail::concat(" and no ", unit, " peak in its profile"));
+}
+
 std::string nvfp4_hardware_problem(const Config& c) {
-  if (c.opt.precision != Precision::nvfp4) return "";
-  if (c.hw.compute_capability_major >= 10 && c.hw.fp4_tflops > 0) return "";
-  return detail::concat("NVFP4 needs a Blackwell GPU (compute capability 10.0 or higher with FP4 ",
-                        "tensor cores); this GPU has compute capability ",
-                        c.hw.compute_capability_major,
-                        c.hw.fp4_tflops > 0 ? "" : " and no FP4 peak in its profile");
+  return quantized_problem(c, Precision::nvfp4, 10, c.hw.fp4_tflops,
+                           "NVFP4 needs a Blackwell GPU (compute capability 10.0 or higher with "
+                           "FP4 tensor cores)",
+                           "FP4");
 }
 
 const char* nvfp4_hardware_fix() {
@@ -195,12 +202,10 @@ const char* nvfp4_hardware_fix() {
 }
 
 std::string fp8_hardware_problem(const Config& c) {
-  if (c.opt.precision != Precision::fp8) return "";
-  if (c.hw.compute_capability_major >= 8 && c.hw.fp8_tflops > 0) return "";
-  return detail::concat("FP8 needs FP8 tensor cores (compute capability 8.9 or higher: Ada, ",
-                        "Hopper, Blackwell); this GPU has compute capability ",
-                        c.hw.compute_capability_major,
-                        c.hw.fp8_tflops > 0 ? "" : " and no FP8 peak in its profile");
+  return quantized_problem(c, Precision::fp8, 8, c.hw.fp8_tflops,
+                           "FP8 needs FP8 tensor cores (compute capability 8.9 or higher: Ada, "
+                           "Hopper, Blackwell)",
+                           "FP8");
 }
 
 const char* fp8_hardware_fix() {
@@ -208,16 +213,16 @@ const char* fp8_hardware_fix() {
 }
 
 void check_precision_hardware(const Config& c) {
-  const std::string fp8 = fp8_hardware_problem(c);
-  if (!fp8.empty())
-    throw Error(ErrorKind::rejected,
-                detail::concat(kFp8ArchRule, ": ", fp8, "; fix: ", fp8_hardware_fix()), __FILE__,
-                __LINE__);
-  const std::string problem = nvfp4_hardware_problem(c);
-  if (problem.empty()) return;
-  throw Error(ErrorKind::rejected,
-              detail::concat(kNvfp4ArchRule, ": ", problem, "; fix: ", nvfp4_hardware_fix()),
-              __FILE__, __LINE__);
+  struct Check {
+    const char* rule;
+    std::string problem;
+    const char* fix;
+  };
+  for (const Check& k : {Check{kFp8ArchRule, fp8_hardware_problem(c), fp8_hardware_fix()},
+                         Check{kNvfp4ArchRule, nvfp4_hardware_problem(c), nvfp4_hardware_fix()}})
+    if (!k.problem.empty())
+      throw Error(ErrorKind::rejected, detail::concat(k.rule, ": ", k.problem, "; fix: ", k.fix),
+                  __FILE__, __LINE__);
 }
 
 std::string dist_opt_instances_problem(const Config& c) {
