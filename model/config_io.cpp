@@ -105,7 +105,10 @@ std::string uncalibrated_note(const HardwareProfile& hw) {
   std::string s = "note: hardware '" + hw.name +
                   "' is not calibrated (datasheet figures, no framework host time per op): it "
                   "predicts the GPUs' own work, faster than Megatron jobs run";
-  if (!clusters.empty()) s += "; clusters fitted on published runs: " + join(clusters);
+  if (!clusters.empty())
+    s += "; calibrated cluster profiles (fitted on published runs, or carrying a fitted cluster's "
+         "framework parameters where none was published): " +
+         join(clusters);
   return s + "; or fit your own with `epo calibrate`";
 }
 

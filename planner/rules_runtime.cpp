@@ -14,6 +14,17 @@ void add_runtime_rules(std::vector<Rule>& out) {
         return "DeepEP dispatcher requires TPxEP > 1";
       },
       "use --ep 2 or more with --flex-backend deepep, or --dispatcher alltoall");
+  add(out, "RUNTIME-FLEX-ARCH", kError,
+      "DeepEP README.md (requirements: Hopper SM90; setup.py: its SM80 build is not implemented) "
+      "and its hybrid-ep branch, docs/README_Hybrid-EP.md (TMA instructions, SM90+)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!is_flex(c) || c.hw.compute_capability_major >= 9) return "";
+        return cat("the flex dispatcher's backends (DeepEP, HybridEP) need Hopper or newer ",
+                   "(compute capability 9.0+); this GPU has compute capability ",
+                   c.hw.compute_capability_major);
+      },
+      "use --dispatcher alltoall (or allgather) on this GPU");
   add(out, "RUNTIME-OVL-CUDA-GRAPH-WHOLE-LAYER", kError,
       "Megatron-LM megatron/core/transformer/transformer_layer.py:1374", kAllVersions,
       kBothFrontends,

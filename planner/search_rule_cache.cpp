@@ -121,6 +121,7 @@ const std::vector<RuleReadsEntry>& rule_reads() {
       {"TE-DELAY-WGRAD-MIN", O},
       // rules_runtime.cpp
       {"RUNTIME-FLEX-TPXEP", L | D},
+      {"RUNTIME-FLEX-ARCH", D},
       {"RUNTIME-OVL-CUDA-GRAPH-WHOLE-LAYER", O | G},
       {model::kInterleavedMicrobatchRule, L},  // pp, vpp, micro-batch count
       {"RUNTIME-OVL-PARTIAL-CKPT", O},

@@ -148,6 +148,17 @@ std::vector<RuleCase> backend_rule_cases() {
          c.opt.precision = model::Precision::fp8;
          c.opt.fused_grouped_mlp = true;
        }},
+      {"RUNTIME-FLEX-ARCH",
+       [](Config& c, ValidationContext&) {
+         c = make_config("qwen3-30b-a3b", "a100", 8, 1, 1, 1, 8, 512);
+         no_overlap(c);
+         flex(c, FlexBackend::hybridep);
+       },
+       [](Config& c, ValidationContext&) {
+         c = make_config("qwen3-30b-a3b", "a100", 8, 1, 1, 1, 8, 512);
+         no_overlap(c);
+         c.opt.dispatcher = model::Dispatcher::alltoall;
+       }},
       {"RUNTIME-FLEX-TPXEP",
        [](Config& c, ValidationContext&) {
          no_overlap(c);
