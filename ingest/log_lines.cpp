@@ -13,9 +13,19 @@ std::vector<LogLine> log_lines(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::string physical;
+  std::vector<std::string> pending;  // a terminal line's carriage-return updates (progress bars)
+  for (;;) {
+    if (pending.empty()) {
+      if (!std::getline(in, physical)) break;
+      ++n;
+      if (!physical.empty() && physical.back() == '\r') physical.pop_back();
+      std::istringstream parts(physical);
+      for (std::string part; std::getline(parts, part, '\r');) pending.push_back(part);
+      if (pending.empty()) pending.push_back("");
+    }
+    line = pending.front();
+    pending.erase(pending.begin());
     LogLine l;
     l.number = n;
     std::smatch m;

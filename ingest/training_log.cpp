@@ -36,13 +36,17 @@ struct Patterns {
   std::regex loss_scale{R"(loss\s*scale:\s*([0-9.eE+]+))"};
   std::regex skipped{R"(number\s*of\s*skipped\s*iterations:\s*(\d+))"};
   std::regex nans{R"(number\s*of\s*nan\s*iterations:\s*(\d+))"};
-  std::regex nemo_step{R"(train_step_timing in s:\s*([0-9.eE+-]+))"};
-  std::regex nemo_tflops{R"(TFLOPS_per_GPU:\s*([0-9.eE+-]+))"};
-  std::regex nemo_gbs{R"(global_batch_size:\s*(\d+))"};
-  std::regex nemo_loss{R"(reduced_train_loss:\s*([0-9.eE+-]+))"};
-  std::regex nemo_consumed{R"(consumed_samples:\s*(\d+))"};
-  std::regex nemo_max_alloc{R"(max_memory_allocated:\s*([0-9.eE+]+))"};
-  std::regex nemo_max_res{R"(max_memory_reserved:\s*([0-9.eE+]+))"};
+  std::regex nemo_step{R"(train_step_timing in s[:=]\s*([0-9.eE+-]+))"};
+  std::regex nemo_tflops{R"(TFLOPS_per_GPU[:=]\s*([0-9.eE+-]+))"};
+  std::regex nemo_gbs{R"(global_batch_size[:=]\s*(\d+))"};
+  std::regex nemo_loss{R"(reduced_train_loss[:=]\s*([0-9.eE+-]+))"};
+  std::regex nemo_consumed{R"(consumed_samples[:=]\s*(\d+))"};
+  std::regex nemo_max_alloc{R"(max_memory_allocated[:=]\s*([0-9.eE+]+))"};
+  std::regex nemo_max_res{R"(max_memory_reserved[:=]\s*([0-9.eE+]+))"};
+  // Lightning's progress bar (NeMo 2 without ProgressPrinter): "Epoch 0: : 10%|..| 10/100 [01:48<16:12,
+  // reduced_train_loss=5.17, global_step=9.00, ..., train_step_timing in s=10.80]".
+  std::regex bar_iter{R"(Epoch \d+:.*?\|\s*(\d+)/(\d+|\?)\s*\[)"};
+  std::regex bar_global_step{R"(global_step=\s*([0-9.]+))"};
   std::regex mem_start{R"(memory\s*\((MB|GB)\))"};
   std::regex mem_end{R"(max\s*reserved:\s*[0-9.]+|mem-alloc-retires)"};
   std::regex mem_mb{R"(\[Rank\s*(\d+)\]\s*\(after\s*(\d+)\s*iterations\)\s*memory\s*\(MB\)\s*\|\s*allocated:\s*([0-9.]+)\s*\|\s*max\s*allocated:\s*([0-9.]+)\s*\|\s*reserved:\s*([0-9.]+)\s*\|\s*max\s*reserved:\s*([0-9.]+))"};
@@ -167,6 +171,13 @@ TrainingLog read_training_log(const std::string& text) {
     std::smatch m;
     if (find(s, p.nemo_iter, m)) {
       nemo_iteration(s, m, l.number, log);
+      continue;
+    }
+    if (s.find("train_step_timing") != std::string::npos && find(s, p.bar_iter, m)) {
+      nemo_iteration(s, m, l.number, log);
+      std::smatch g;  // the bar counts batches of the epoch; global_step counts optimizer steps
+      if (find(s, p.bar_global_step, g))
+        log.iterations.back().iteration = std::llround(to_d(g[1])) + 1;
       continue;
     }
     if (find(s, p.megatron_iter, m) && s.find("elapsed") != std::string::npos) {
