@@ -8,6 +8,7 @@
 #include <regex>
 #include <vector>
 
+#include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/memory.hpp"
 #include "model/pipeline_layout.hpp"
@@ -116,17 +117,12 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   if (r.cluster.empty()) return reject("platform '" + platform + "' not known");
   if (!j.contains("gpus") || !j["gpus"].is_number_integer())
     return reject("number of GPUs not published");
-  for (const char* k : {"--is-hybrid-model", "--hybrid-layer-pattern", "--hybrid-override-pattern"})
-    if (a.has(k))
-      return reject("hybrid Mamba model: the CI rows' reader does not take its flags "
-                    "(runs.jsonl rows and --mlm-args do)");
   if (a.flag("--use-megatron-fsdp")) return reject("Megatron-FSDP runs are not modelled");
   if (a.has("--perform-rl-step") || a.has("--grpo-group-size"))
     return reject("reinforcement-learning steps are not modelled");
-  if (a.has("--fp4-format")) return reject("FP4 precision is not modelled");
+  if (a.flag("--flextron")) return reject("Flextron's elastic nested models are not modelled");
   if (a.str("--optimizer") == "muon" || a.str("--optimizer") == "dist_muon")
     return reject("the Muon optimizer is not modelled");
-  if (a.has("--moe-latent-size")) return reject("MoE latent projections are not modelled");
 
   model::Config c;
   model::ModelSpec& m = c.model;
@@ -156,6 +152,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   m.router_num_groups = a.integer("--moe-router-num-groups", 0);
   m.router_group_topk = a.integer("--moe-router-group-topk", 0);
   m.mtp_num_layers = a.integer("--mtp-num-layers", 0);
+  m.moe_latent_size = a.integer("--moe-latent-size", 0);
   m.gated_linear_unit = a.flag("--swiglu");
   m.score_function = a.str("--moe-router-score-function") == "sigmoid"
                          ? model::ScoreFunction::sigmoid
@@ -169,6 +166,23 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
         std::stoi(mt[1]) + std::stoi(mt[2]) != m.num_layers)
       return reject("MoE layer pattern '" + freq + "' is not a leading run of dense layers");
     m.first_k_dense_layers = std::stoi(mt[1]);
+  }
+  // A hybrid Mamba model: its layer pattern, shell-escaped in the test recipes as the layout is.
+  std::string pattern;
+  for (const char* k : {"--hybrid-layer-pattern", "--hybrid-override-pattern"})
+    for (char ch : a.str(k))
+      if (ch != '\\' && ch != '"' && ch != '\'') pattern += ch;
+  if (!pattern.empty()) {
+    try {
+      model::apply_megatron_hybrid(m, pattern, a.integer("--mamba-num-heads", 0),
+                                   a.integer("--mamba-head-dim", 0),
+                                   a.integer("--mamba-state-dim", 0),
+                                   a.integer("--mamba-num-groups", 0), r.id + " (hybrid pattern)");
+    } catch (const Error& e) {
+      return reject(std::string("hybrid pattern not accepted: ") + e.what());
+    }
+  } else if (a.flag("--is-hybrid-model")) {
+    return reject("hybrid model without a layer pattern in its arguments");
   }
   // Vocabulary: GPT-2 BPE files (50257) or a named tokenizer, padded as Megatron pads it.
   int vocab = 0;
@@ -246,6 +260,11 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   o.precision = a.has("--fp8-format")   ? model::Precision::fp8
                 : a.has("--fp4-format") ? model::Precision::nvfp4
                                         : model::Precision::bf16;
+  o.fp8_param_gather = a.flag("--fp8-param-gather") || a.flag("--fp4-param-gather");
+  if (a.flag("--first-last-layers-bf16")) {  // Megatron's defaults: one layer at each end
+    o.bf16_layers_start = a.integer("--num-layers-at-start-in-bf16", 1);
+    o.bf16_layers_end = a.integer("--num-layers-at-end-in-bf16", 1);
+  }
   // --fp8-recipe's default is delayed scaling.
   const std::string recipe = a.str("--fp8-recipe");
   o.fp8_recipe = recipe.empty()

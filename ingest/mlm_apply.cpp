@@ -68,25 +68,16 @@ void finish_hybrid(TableState& s, const std::map<std::string, Value>& given) {
   const std::string where = given.count("hybrid_layer_pattern")
                                 ? given.at("hybrid_layer_pattern").where()
                                 : given.at("hybrid_override_pattern").where();
-  std::string main_part = s.hybrid_pattern.substr(0, s.hybrid_pattern.find('/'));
-  main_part.erase(std::remove(main_part.begin(), main_part.end(), '|'), main_part.end());
-  const int depths = static_cast<int>(std::count(s.hybrid_pattern.begin(), s.hybrid_pattern.end(), '/'));
-  if (depths > 0 && m.mtp_num_layers == 0) m.mtp_num_layers = depths;
-  model::HybridSpec& y = m.hybrid;
-  y.pattern = main_part;
   // 0: not in the arguments (Megatron's default); any other value is checked as given.
-  if (s.mamba_head_dim != 0) y.mamba_head_dim = s.mamba_head_dim;
-  if (s.mamba_state != 0) y.mamba_state_dim = s.mamba_state;
-  if (s.mamba_groups != 0) y.mamba_num_groups = s.mamba_groups;
-  y.mamba_num_heads = s.mamba_heads != 0 ? s.mamba_heads : 2 * m.hidden_size / std::max(1, y.mamba_head_dim);
+  const int asked = m.num_layers;
+  const int layers = model::apply_megatron_hybrid(m, s.hybrid_pattern, s.mamba_heads,
+                                                  s.mamba_head_dim, s.mamba_state, s.mamba_groups,
+                                                  where);
   // The pattern sets the layer count; Megatron-LM warns and ignores a --num-layers that differs.
-  const int layers = static_cast<int>(main_part.size());
-  if (given.count("num_layers") && m.num_layers != layers && s.report)
+  if (given.count("num_layers") && asked != layers && s.report)
     s.report->warnings.push_back(where + ": the hybrid pattern's " + std::to_string(layers) +
-                                 " layers used, num_layers = " + std::to_string(m.num_layers) +
+                                 " layers used, num_layers = " + std::to_string(asked) +
                                  " ignored (as Megatron-LM does)");
-  m.num_layers = layers;
-  model::apply_hybrid_pattern(m, where);
 }
 
 void finish_model(TableState& s, bool from_args, const std::map<std::string, Value>& given) {

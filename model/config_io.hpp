@@ -31,6 +31,13 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where);
 /// Checks a hybrid model's pattern (m.hybrid.pattern, num_layers its length) and sets num_layers
 /// to its MoE layers, the cost model's unit (model_spec.hpp). Readers of other formats call it.
 void apply_hybrid_pattern(ModelSpec& m, const std::string& where);
+/// Megatron's hybrid_layer_pattern as its arguments give it: '|' marks pipeline stage breaks, each
+/// '/' part after the main layers one MTP depth; a Mamba size of 0 is Megatron's default (heads:
+/// twice the hidden size over the head width, MambaMixer's expand of 2). Sets num_layers from the
+/// pattern (Megatron ignores a --num-layers that differs) and checks it (apply_hybrid_pattern);
+/// returns the pattern's layer count.
+int apply_megatron_hybrid(ModelSpec& m, const std::string& pattern, int heads, int head_dim,
+                          int state, int groups, const std::string& where);
 HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& where);
 nlohmann::json to_json(const ModelSpec& m);
 nlohmann::json to_json(const HardwareProfile& hw);

@@ -4,6 +4,7 @@
 #include "model/json_reader.hpp"
 #include "model/limits.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <string>
@@ -118,6 +119,24 @@ void apply_hybrid_pattern(ModelSpec& m, const std::string& where) {
   in("mamba_num_groups", y.mamba_num_groups, 4096);
   in("mamba_conv_kernel", y.mamba_conv_kernel, 64);
   m.num_layers = m.hybrid.count('E');
+}
+
+int apply_megatron_hybrid(ModelSpec& m, const std::string& pattern, int heads, int head_dim,
+                          int state, int groups, const std::string& where) {
+  std::string main_part = pattern.substr(0, pattern.find('/'));
+  main_part.erase(std::remove(main_part.begin(), main_part.end(), '|'), main_part.end());
+  const int depths = static_cast<int>(std::count(pattern.begin(), pattern.end(), '/'));
+  if (depths > 0 && m.mtp_num_layers == 0) m.mtp_num_layers = depths;
+  HybridSpec& y = m.hybrid;
+  y.pattern = main_part;
+  if (head_dim != 0) y.mamba_head_dim = head_dim;
+  if (state != 0) y.mamba_state_dim = state;
+  if (groups != 0) y.mamba_num_groups = groups;
+  y.mamba_num_heads = heads != 0 ? heads : 2 * m.hidden_size / std::max(1, y.mamba_head_dim);
+  const int layers = static_cast<int>(main_part.size());
+  m.num_layers = layers;
+  apply_hybrid_pattern(m, where);
+  return layers;
 }
 
 namespace {

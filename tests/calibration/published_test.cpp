@@ -243,6 +243,32 @@ TEST_CASE("a Megatron-LM CI row takes Megatron-LM's dropout defaults where its a
         model::estimate_memory(*set.config, 1).activations_bytes);
 }
 
+TEST_CASE("a CI row of a hybrid Mamba model takes its pattern; Flextron is refused", "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = ci_row();
+  // Megatron's pattern as the test recipes write it: a stage break '|', one MTP depth '/*E'.
+  row["args"]["--hybrid-layer-pattern"] = "MEM*E\\|MEME/*E";
+  row["args"]["--mamba-num-heads"] = 16;
+  row["args"]["--fp8-format"] = "e4m3";
+  row["args"]["--fp8-param-gather"] = true;
+  row["args"]["--first-last-layers-bf16"] = true;
+  const PublishedRow h = map_published_row(row, clusters);
+  REQUIRE(h.config);
+  CHECK(h.config->model.hybrid.pattern == "MEM*EMEME");
+  CHECK(h.config->model.num_layers == 4);  // the cost model's unit: MoE layers
+  CHECK(h.config->model.hybrid.mamba_num_heads == 16);
+  CHECK(h.config->model.hybrid.mamba_head_dim == 64);  // Megatron's default
+  CHECK(h.config->model.mtp_num_layers == 1);
+  CHECK(h.config->opt.fp8_param_gather);
+  CHECK(h.config->opt.bf16_layers_start == 1);
+  CHECK(h.config->opt.bf16_layers_end == 1);
+  row["args"]["--flextron"] = true;
+  const PublishedRow f = map_published_row(row, clusters);
+  CHECK(!f.config);
+  CHECK(f.unsupported.find("Flextron") != std::string::npos);
+}
+
 TEST_CASE("a CI row whose iteration times scatter is predicted, not fitted on nor counted",
           "[published]") {
   ClusterMap clusters;
