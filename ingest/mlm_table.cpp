@@ -250,6 +250,11 @@ const std::vector<Row>& table_rows() {
       {"accumulate_allreduce_grads_in_fp32",
        [](S& s, const V& v) { s.c.opt.grad_reduce_in_fp32 = v.boolean(); }},
       {"grad_reduce_in_fp32", [](S& s, const V& v) { s.c.opt.grad_reduce_in_fp32 = v.boolean(); }},
+      // --grad-reduce-in-bf16 turns bf16's fp32 reduction off (arguments.py, validate_args).
+      {"grad_reduce_in_bf16",
+       [](S& s, const V& v) {
+         if (v.boolean()) s.c.opt.grad_reduce_in_fp32 = false;
+       }},
       {"use_precision_aware_optimizer", [](S& s, const V& v) { s.precision_aware = v.boolean(); }},
       {"exp_avg_dtype", exp_avg_dtype},
       {"exp_avg_sq_dtype", exp_avg_dtype},
