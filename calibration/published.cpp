@@ -25,12 +25,11 @@ std::string preset_for_model(const std::string& label, std::string* why) {
   std::replace_if(l.begin(), l.end(), [](char c) { return c == ' ' || c == '_'; }, '-');
   struct Known { const char* needle; const char* preset; };
   // Architectures EPO cannot express: say so instead of approximating them.
-  for (const char* other : {"qwen3-next", "deepseek-v4", "nemotron-3.5"}) {
+  for (const char* other : {"qwen3-next", "deepseek-v4"}) {
     if (contains(l, other)) {
       *why = std::string("architecture not modelled: ") +
-             (contains(l, "qwen3-next")    ? "gated delta-net linear attention layers"
-              : contains(l, "deepseek-v4") ? "DeepSeek-V4 attention (compressed sparse attention)"
-                                           : "Nemotron 3.5 (no published architecture)");
+             (contains(l, "qwen3-next") ? "gated delta-net linear attention layers"
+                                        : "DeepSeek-V4 attention (compressed sparse attention)");
       return "";
     }
   }
@@ -42,6 +41,8 @@ std::string preset_for_model(const std::string& label, std::string* why) {
       {"qwen2-57b-a14b", "qwen2-57b-a14b"}, {"gpt-oss-120b", "gpt-oss-120b"},
       {"nemotron-3-nano", "nemotron-3-nano"}, {"nemotron-3-super", "nemotron-3-super"},
       {"nemotron-3-ultra", "nemotron-3-ultra"}, {"nemotron3nano", "nemotron-3-nano"},
+      {"nemotron-3.5-lightning", "nemotron-3-5-lightning"},
+      {"nemotron-3-5-lightning", "nemotron-3-5-lightning"},
   };
   for (const auto& k : kKnown) {
     if (!contains(l, k.needle)) continue;

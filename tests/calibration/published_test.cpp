@@ -243,6 +243,31 @@ TEST_CASE("a Megatron-LM CI row takes Megatron-LM's dropout defaults where its a
         model::estimate_memory(*set.config, 1).activations_bytes);
 }
 
+TEST_CASE("model labels name presets, or say which architecture is not modelled", "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = {{"id", "r"},       {"model", "Nemotron-3.5-Lightning"},
+                        {"system", "DGX-GB200"}, {"gpus", 8},
+                        {"precision", "BF16"},   {"seq", 8192},
+                        {"gbs", 512},            {"mbs", 2},
+                        {"tp", 1},               {"pp", 1},
+                        {"ep", 8},               {"tflops_per_gpu", 800},
+                        {"phase", "pretrain"},   {"status", "current"}};
+  const PublishedRow lightning = map_published_row(row, clusters);
+  REQUIRE(lightning.config);
+  CHECK(lightning.model_preset == "nemotron-3-5-lightning");
+  // Nemotron 3 Nano's stack with two MTP depths (Megatron-LM's CI test of it).
+  CHECK(lightning.config->model.mtp_num_layers == 2);
+  CHECK(lightning.config->model.hybrid.pattern ==
+        model::load_model_preset("nemotron-3-nano").hybrid.pattern);
+  row["model"] = "Qwen3-Next-80B-A3B";
+  const PublishedRow next = map_published_row(row, clusters);
+  CHECK(!next.config);
+  CHECK(next.unsupported.find("gated delta-net") != std::string::npos);
+  row["model"] = "Llama-3-70B";
+  CHECK(map_published_row(row, clusters).unsupported.find("no model preset") != std::string::npos);
+}
+
 TEST_CASE("a CI row of a hybrid Mamba model takes its pattern; Flextron is refused", "[published]") {
   ClusterMap clusters;
   clusters.datasheet_only = true;
