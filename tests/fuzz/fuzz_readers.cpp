@@ -258,7 +258,9 @@ TEST_CASE("mutation fuzz of the config, profile, samples, measurement and traini
       data_file("logs/03_seo_moe64_top1_ep4_dropless.log")};
   const std::string wrapped_log =
       data_file("logs/10_bridge841_dense_profiling_wrapped_stepTime_MBmem.log");
+  const std::string bar_log = data_file("logs/synthetic_lightning_progress_bar.log");
   for (const auto& s : seeds) REQUIRE(!s.empty());
+  REQUIRE(!bar_log.empty());
   const std::string short_config =
       R"({"schema_version":1,"model":"tiny","hardware":"h100-sxm","gpus":4,)"
       R"("parallel":{"ep":4,"pp":2,"vpp":2,"global_batch_size":32,"seq_length":1024},)"
@@ -269,7 +271,8 @@ TEST_CASE("mutation fuzz of the config, profile, samples, measurement and traini
   for (long long i = 0; i < iterations; ++i) {
     const int which = static_cast<int>(i % kReaders);
     const std::string& from = which == 0 && i % 2 == 1   ? short_config
-                              : which == 4 && i % 2 == 1 ? wrapped_log
+                              : which == 4 && i % 3 == 1 ? wrapped_log
+                              : which == 4 && i % 3 == 2 ? bar_log
                                                          : seeds[which];
     const std::string text = mut.mutate(from);
     switch (which) {
