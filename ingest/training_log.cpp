@@ -43,8 +43,8 @@ struct Patterns {
   std::regex nemo_consumed{R"(consumed_samples[:=]\s*(\d+))"};
   std::regex nemo_max_alloc{R"(max_memory_allocated[:=]\s*([0-9.eE+]+))"};
   std::regex nemo_max_res{R"(max_memory_reserved[:=]\s*([0-9.eE+]+))"};
-  // Lightning's progress bar (NeMo 2 without ProgressPrinter): "Epoch 0: : 10%|..| 10/100 [01:48<16:12,
-  // reduced_train_loss=5.17, global_step=9.00, ..., train_step_timing in s=10.80]".
+  // Lightning's progress bar (NeMo 2 without ProgressPrinter): "Epoch 0: : 10%|..| 10/100
+  // [01:48<16:12, reduced_train_loss=5.17, global_step=9.00, ..., train_step_timing in s=10.80]".
   std::regex bar_iter{R"(Epoch \d+:.*?\|\s*(\d+)/(\d+|\?)\s*\[)"};
   std::regex bar_global_step{R"(global_step=\s*([0-9.]+))"};
   std::regex mem_start{R"(memory\s*\((MB|GB)\))"};

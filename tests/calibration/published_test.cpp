@@ -268,7 +268,8 @@ TEST_CASE("model labels name presets, or say which architecture is not modelled"
   CHECK(map_published_row(row, clusters).unsupported.find("no model preset") != std::string::npos);
 }
 
-TEST_CASE("a CI row of a hybrid Mamba model takes its pattern; Flextron is refused", "[published]") {
+TEST_CASE("a CI row of a hybrid Mamba model takes its pattern; Flextron is refused",
+          "[published]") {
   ClusterMap clusters;
   clusters.datasheet_only = true;
   nlohmann::json row = ci_row();
