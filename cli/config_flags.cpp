@@ -53,7 +53,11 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "Megatron-Bridge overrides (key=value, +key, ~key) applied on top");
   sub.add_option("--profile", f.profile_file, "hardware profile JSON (preset or calibrated)");
   sub.add_option("--model", f.model, "model preset (deepseek-v3, qwen3-30b-a3b, ...)");
-  sub.add_option("--hardware", f.hardware, "hardware preset: a cluster fitted on published runs (dgx-h100, the default; dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72; dgx-a100 and dgx-h200 carry dgx-h100's fit) or a GPU's datasheet figures (a100, h100-sxm, h200-sxm, b200, b300, gb200, gb300)");
+  sub.add_option("--hardware", f.hardware,
+                 "hardware preset: a cluster fitted on published runs (dgx-h100, the default; "
+                 "dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72; dgx-a100 and dgx-h200 carry "
+                 "dgx-h100's fit) or a GPU's datasheet figures (a100, h100-sxm, h200-sxm, b200, "
+                 "b300, gb200, gb300)");
   sub.add_option("--gpus", f.gpus, "number of GPUs");
   sub.add_option("--tp", f.tp, "tensor parallel size");
   sub.add_option("--pp", f.pp, "pipeline parallel size");
