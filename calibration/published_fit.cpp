@@ -81,17 +81,9 @@ double golden(const std::function<double(double)>& f, double lo, double hi, int 
   double fc = f(c), fd = f(d);
   for (int i = 0; i < iters; ++i) {
     if (fc < fd) {
-      b = d;
-      d = c;
-      fd = fc;
-      c = b - g * (b - a);
-      fc = f(c);
+      b = d; d = c; fd = fc; c = b - g * (b - a); fc = f(c);
     } else {
-      a = c;
-      c = d;
-      fc = fd;
-      d = a + g * (b - a);
-      fd = f(d);
+      a = c; c = d; fc = fd; d = a + g * (b - a); fd = f(d);
     }
   }
   return fc < fd ? c : d;
@@ -197,8 +189,8 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
       c.any_short = c.any_short || (r.published_step_s > 0 && r.published_step_s < kShortStepS);
       if (r.published_tflops <= 0) continue;
       c.any_fp8 = c.any_fp8 || r.cfg.opt.precision == model::Precision::fp8;
-      c.any_net =
-          c.any_net || r.cfg.ep_num_domains() > 1 || r.cfg.num_gpus > r.cfg.hw.nvlink_domain_size;
+      c.any_net = c.any_net || r.cfg.ep_num_domains() > 1 ||
+                  r.cfg.num_gpus > r.cfg.hw.nvlink_domain_size;
       // The kernel, per-op host and network parameters are fitted on the rows with a published
       // TFLOP/s/GPU (production recipes); the per-step host time on every row, the CI runs'
       // short steps included (their functional-test logging would otherwise drag the per-op

@@ -75,6 +75,15 @@ struct Args {
   }
 };
 
+/// An argument as Megatron reads it: the test recipes shell-escape layouts and patterns
+/// ("Et*3\\|\\(tt\\|\\)*6tL").
+std::string unescaped(const std::string& s) {
+  std::string out;
+  for (char ch : s)
+    if (ch != '\\' && ch != '"' && ch != '\'') out += ch;
+  return out;
+}
+
 std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> w;
   std::string cur;
@@ -167,11 +176,9 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
       return reject("MoE layer pattern '" + freq + "' is not a leading run of dense layers");
     m.first_k_dense_layers = std::stoi(mt[1]);
   }
-  // A hybrid Mamba model: its layer pattern, shell-escaped in the test recipes as the layout is.
-  std::string pattern;
-  for (const char* k : {"--hybrid-layer-pattern", "--hybrid-override-pattern"})
-    for (char ch : a.str(k))
-      if (ch != '\\' && ch != '"' && ch != '\'') pattern += ch;
+  // A hybrid Mamba model: its layer pattern.
+  const std::string pattern =
+      unescaped(a.str("--hybrid-layer-pattern") + a.str("--hybrid-override-pattern"));
   if (!pattern.empty()) {
     try {
       model::apply_megatron_hybrid(m, pattern, a.integer("--mamba-num-heads", 0),
@@ -213,11 +220,8 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   if (a.has("--num-layers-per-virtual-pipeline-stage") && p.pp > 1)
     p.vpp = m.num_layers / p.pp / std::max(1, a.integer("--num-layers-per-virtual-pipeline-stage", 1));
   if (a.has("--pipeline-model-parallel-layout")) {
-    // Shell-escaped in the test recipes ("Et*3\\|\\(tt\\|\\)*6tL"); Megatron reads the unescaped string
-    // and takes the virtual stages from it (stages / pp).
-    std::string layout;
-    for (char ch : a.str("--pipeline-model-parallel-layout"))
-      if (ch != '\\' && ch != '"' && ch != '\'') layout += ch;
+    // Megatron takes the virtual stages from the layout (stages / pp).
+    const std::string layout = unescaped(a.str("--pipeline-model-parallel-layout"));
     p.pipeline_layout = layout;
     try {
       const auto stages = model::parse_pipeline_layout(layout);
