@@ -1,8 +1,10 @@
 // Predicted against published: error statistics, A/B pairs, the report as text and JSON.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "calibration/published.hpp"
@@ -42,6 +44,44 @@ ErrorStats error_stats(const std::vector<double>& signed_pct) {
 }
 
 namespace {
+
+/// A release label as numbers ("26.04.01" -> 26, 4, 1), so that a later release compares greater.
+std::vector<int> release_order(const std::string& release) {
+  std::vector<int> v;
+  std::istringstream is(release);
+  for (std::string part; std::getline(is, part, '.');)
+    v.push_back(std::atoi(part.c_str()));
+  return v;
+}
+
+/// One configuration across releases: model, cluster, GPUs, precision, layout and batch.
+std::string config_key(const PublishedRow& r) {
+  const model::Config& c = *r.config;
+  const auto& p = c.par;
+  std::ostringstream os;
+  os << r.model_preset << '|' << r.cluster << '|' << c.num_gpus << '|' << r.precision << '|'
+     << p.tp << ',' << p.pp << ',' << p.vpp << ',' << p.cp << ',' << p.ep << ',' << p.etp << '|'
+     << p.micro_batch_size << ',' << p.global_batch_size << ',' << p.seq_length;
+  return os.str();
+}
+
+/// Current rows whose configuration a later release in the input publishes again: the model
+/// predicts today's software, and those rows are the same job on older software.
+std::set<const PublishedRow*> rerun_in_later_release(const std::vector<PublishedRow>& rows) {
+  std::map<std::string, std::vector<int>> newest;
+  auto dated = [](const PublishedRow& r) {
+    return r.config && !r.release.empty() && (r.status == "current" || r.status.empty());
+  };
+  for (const auto& r : rows) {
+    if (!dated(r)) continue;
+    auto& n = newest[config_key(r)];
+    n = std::max(n, release_order(r.release));
+  }
+  std::set<const PublishedRow*> out;
+  for (const auto& r : rows)
+    if (dated(r) && release_order(r.release) < newest[config_key(r)]) out.insert(&r);
+  return out;
+}
 
 /// The settings an A/B pair may differ in, each as a printable value of the row's config.
 std::vector<std::pair<std::string, std::string>> settings_of(const model::Config& c) {
@@ -134,6 +174,7 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
                                   bool fast) {
   PublishedReport rep;
   std::map<std::string, std::vector<double>> groups;
+  const std::set<const PublishedRow*> rerun = rerun_in_later_release(rows);
   for (const auto& r : rows) {
     ComparedRow c;
     c.row = &r;
@@ -190,6 +231,10 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
         if (!c.split.empty()) {
           groups[c.split].push_back(c.error_pct);
           groups[c.split + ":cluster:" + r.cluster].push_back(c.error_pct);
+          if (!rerun.count(&r)) {
+            groups["newest:" + c.split].push_back(c.error_pct);
+            groups["newest:" + c.split + ":cluster:" + r.cluster].push_back(c.error_pct);
+          }
         }
       }
     }
@@ -245,12 +290,13 @@ std::string published_report_text(const PublishedReport& rep) {
   for (const auto& c : rep.rows)
     if (!c.row->config) os << "  " << c.row->id << ": " << c.row->unsupported << "\n";
   os << "\n# error of TFLOP/s/GPU (else tokens/s/GPU, else the rate 1 / step time), current rows;"
-        " + = predicted faster than published\n";
-  std::snprintf(line, sizeof line, "%-34s %4s %10s %8s %10s\n", "# group", "n", "median|%|",
+        " + = predicted faster than published;\n# newest: without the rows whose configuration"
+        " a later release publishes again (the same job on older software)\n";
+  std::snprintf(line, sizeof line, "%-36s %4s %10s %8s %10s\n", "# group", "n", "median|%|",
                 "p90|%|", "mean_%");
   os << line;
   for (const auto& [k, s] : rep.by_group) {
-    std::snprintf(line, sizeof line, "%-34s %4d %10.1f %8.1f %+10.1f\n", k.c_str(), s.n,
+    std::snprintf(line, sizeof line, "%-36s %4d %10.1f %8.1f %+10.1f\n", k.c_str(), s.n,
                   s.median_abs_pct, s.p90_abs_pct, s.mean_signed_pct);
     os << line;
   }

@@ -94,6 +94,44 @@ TEST_CASE("error statistics: median and 90th percentile of |error|", "[published
   CHECK(s.mean_signed_pct == Approx(1.6));
 }
 
+TEST_CASE("the newest figures leave out a configuration's older releases", "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = {{"model", "Qwen3-30B-A3B"}, {"system", "DGX-H100"}, {"gpus", 16},
+                        {"precision", "BF16"},      {"seq", 4096},          {"gbs", 1024},
+                        {"mbs", 1},                 {"tp", 1},              {"pp", 1},
+                        {"ep", 16},                 {"dispatcher", "alltoall"},
+                        {"tflops_per_gpu", 200},    {"phase", "pretrain"},  {"status", "current"},
+                        {"source_type", "megatron-bridge-performance-summary"}};
+  std::vector<PublishedRow> rows;
+  // One configuration in three releases (26.10 is later than 26.9: numbers, not text), and a
+  // second configuration (MBS 2) published once, in the oldest release.
+  const std::vector<std::pair<const char*, int>> releases = {
+      {"26.9", 150}, {"26.10", 210}, {"26.04.01", 120}};
+  for (const auto& [rel, tflops] : releases) {
+    row["id"] = std::string("r") + rel;
+    row["release"] = rel;
+    row["tflops_per_gpu"] = tflops;
+    rows.push_back(map_published_row(row, clusters));
+  }
+  row["id"] = "mbs2";
+  row["mbs"] = 2;
+  row["release"] = "26.04.01";
+  rows.push_back(map_published_row(row, clusters));
+  for (const auto& r : rows) REQUIRE(r.config);
+  Split split;
+  split.held_out_models = {"qwen3-30b-a3b"};
+  const PublishedReport rep = compare_published(rows, split, true);
+  CHECK(rep.by_group.at("held-out").n == 4);
+  REQUIRE(rep.by_group.count("newest:held-out") == 1);
+  CHECK(rep.by_group.at("newest:held-out").n == 2);
+  // The newest of the first configuration is 26.10: its error is the one kept beside MBS 2's.
+  const ErrorStats kept = error_stats({rep.rows[1].error_pct, rep.rows[3].error_pct});
+  CHECK(rep.by_group.at("newest:held-out").median_abs_pct == Approx(kept.median_abs_pct));
+  CHECK(rep.by_group.at("newest:held-out").mean_signed_pct == Approx(kept.mean_signed_pct));
+  CHECK(rep.by_group.at("newest:held-out:cluster:dgx-h100").n == 2);
+}
+
 TEST_CASE("EP overlap left unset in a row: what its Bridge recipe turned on", "[published]") {
   ClusterMap clusters;
   clusters.datasheet_only = true;
