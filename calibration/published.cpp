@@ -312,6 +312,14 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
                    os["env_vars"].contains("NVTE_CUTEDSL_FUSED_GROUPED_MLP") &&
                    os["env_vars"]["NVTE_CUTEDSL_FUSED_GROUPED_MLP"] == 1;
   o.fused_grouped_mlp = flag || env;
+  // FP8 attention (the 26.06 recipes' mixed_precision.fp8_dot_product_attention): not modelled.
+  auto is_true = [](const nlohmann::json& obj, const char* k) {
+    return obj.is_object() && obj.contains(k) && obj[k].is_boolean() && obj[k].get<bool>();
+  };
+  if (is_true(os, "fp8_dot_product_attention") ||
+      (os.is_object() && os.contains("recipe_assignments") &&
+       is_true(os["recipe_assignments"], "mixed_precision.fp8_dot_product_attention")))
+    r.assumptions.push_back("fp8_dot_product_attention: not modelled, attention costed in BF16");
   if (os.contains("moe_shared_expert_overlap") && os["moe_shared_expert_overlap"].is_boolean())
     o.moe_shared_expert_overlap = os["moe_shared_expert_overlap"].get<bool>();
   // What the Megatron-Bridge recipes set for memory: bf16 gradient buffers in the performance

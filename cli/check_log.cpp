@@ -88,6 +88,7 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
   j["arguments"] = {{"read", lc.report.read.size()},
                     {"ignored", lc.report.ignored.size()},
                     {"unknown", lc.report.unknown},
+                    {"not_modelled", lc.report.not_modelled},
                     {"warnings", lc.report.warnings}};
   nlohmann::json findings = nlohmann::json::array();
   L.push_back("epo check-log: " + name);
@@ -195,6 +196,7 @@ CheckLogResult check_log(const std::string& text, const std::string& name, const
     r.exit_code = 3;
   }
   for (const auto& w : lc.report.warnings) findings.push_back("assumed: " + w);
+  for (const auto& n : lc.report.not_modelled) findings.push_back("not modelled: " + n);
   if (lc.complete && st.global_batch_size > 0 &&
       st.global_batch_size != lc.config.par.global_batch_size)
     findings.push_back("the log's global batch size " + std::to_string(st.global_batch_size) +

@@ -83,6 +83,9 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
   sub.add_option("--recompute-method", f.recompute_method, "uniform|block");
   sub.add_option("--recompute-num-layers", f.recompute_num_layers, "layers to recompute");
   sub.add_option("--recompute-modules", f.recompute_modules, "comma list: core_attn,moe_act,layernorm,mlp,moe");
+  sub.add_option("--offload-modules", f.offload_modules,
+                 "fine-grained activation offloading, comma list: attn_norm,qkv_linear,core_attn,"
+                 "attn_proj,mlp_norm,expert_fc1,moe_act,fused_group_mlp (memory; 'none' clears)");
   sub.add_option("--cuda-graph-impl", f.cuda_graph_impl, "none|local|transformer_engine|full_iteration");
   sub.add_option("--attention-backend", f.attention_backend,
                  "auto|flash|fused|unfused|local (Megatron's --attention-backend)");
@@ -205,6 +208,9 @@ model::Config build_config(const ConfigFlags& f) {
   if (use("--recompute-method")) o.recompute_method = f.recompute_method;
   if (use("--recompute-num-layers")) o.recompute_num_layers = f.recompute_num_layers;
   if (use("--recompute-modules")) o.recompute_modules = split_list(f.recompute_modules);
+  if (use("--offload-modules"))
+    o.offload_modules = f.offload_modules == "none" ? std::vector<std::string>{}
+                                                    : split_list(f.offload_modules);
   if (use("--cuda-graph-impl"))
     o.cuda_graph_impl = parse_cuda_graph_impl(f.cuda_graph_impl, "--cuda-graph-impl");
   if (use("--cuda-graph-modules")) o.cuda_graph_modules = split_list(f.cuda_graph_modules);

@@ -24,7 +24,7 @@ struct ConfigFlags {
   bool no_permute_fusion = false, shared_expert_overlap = false, fused_grouped_mlp = false;
   std::string recompute = "none", recompute_method;
   int recompute_num_layers = 0;
-  std::string recompute_modules, cuda_graph_impl = "none", cuda_graph_modules;
+  std::string recompute_modules, offload_modules, cuda_graph_impl = "none", cuda_graph_modules;
   std::string attention_backend = "auto";
   int cdmc = 32, manual_gc_interval = 0;
   int dist_opt_instances = 1;

@@ -27,8 +27,13 @@ std::string read_text_input(const std::string& path) {
 }
 
 void print_read_report(const std::string& what, const ingest::ReadReport& r) {
-  std::fprintf(stderr, "epo: %s: %zu read, %zu ignored (no effect on the prediction), %zu unknown\n",
-               what.c_str(), r.read.size(), r.ignored.size(), r.unknown.size());
+  std::fprintf(stderr,
+               "epo: %s: %zu read, %zu ignored (no effect on the prediction), %zu not modelled, "
+               "%zu unknown\n",
+               what.c_str(), r.read.size(), r.ignored.size(), r.not_modelled.size(),
+               r.unknown.size());
+  for (const auto& n : r.not_modelled)
+    std::fprintf(stderr, "epo: warning: not modelled: %s\n", n.c_str());
   if (!r.unknown.empty()) {
     std::string s;
     for (const auto& u : r.unknown) s += (s.empty() ? "" : ", ") + u;

@@ -163,6 +163,9 @@ void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value
   if (unset == Unset::megatron_defaults || s.precision_aware) o.adam_moments_bf16 = s.precision_aware && s.bf16_moments;
   if (s.manual_gc) o.manual_gc_interval = s.manual_gc_interval;
   else if (unset == Unset::megatron_defaults) o.manual_gc_interval = 0;
+  // Megatron offloads the listed modules only with the feature on.
+  if (s.offload == 1) o.offload_modules = s.offload_modules;
+  else if (s.offload == 0 || unset == Unset::megatron_defaults) o.offload_modules.clear();
   if (s.first_last_bf16) {
     o.bf16_layers_start = s.bf16_at_start;
     o.bf16_layers_end = s.bf16_at_end;
@@ -211,6 +214,16 @@ model::Config apply_megatron_args(const model::Config& base, const std::vector<A
     if (table) report.read.push_back(a.name);
     else if (is_known_megatron_argument(a.name)) report.ignored.push_back(a.name);
     else report.unknown.push_back(a.name);
+  }
+  // Arguments that change the real run in ways the model does not cost: said, not dropped.
+  std::map<std::string, std::string> last;
+  for (const auto& a : args) last[a.name] = a.value;
+  for (const auto& [name, value] : last) {
+    const std::string why = detail::not_modelled_reason(name, value);
+    if (why.empty()) continue;
+    report.not_modelled.push_back(name + " = " + value + ": " + why);
+    auto& ig = report.ignored;
+    ig.erase(std::remove(ig.begin(), ig.end(), name), ig.end());
   }
   auto non_none = [&](const char* k) { return given.count(k) && !given.at(k).is_none(); };
   const bool from_args = non_none("num_layers") && non_none("hidden_size") && non_none("num_attention_heads");

@@ -59,7 +59,8 @@ const std::vector<Setting>& settings() {
       {{"moe_router_force_load_balancing"}, "options.routing.kind", When::moe,
        "EPO's --routing (Megatron-LM routes by the learned router)"},
       // Recomputation, CUDA graphs, precision, optimizer and gradients.
-      {{"recompute_granularity"}, "options.recompute_granularity", When::always, kMegatron},
+      {{"recompute_granularity", "recompute_activations", "checkpoint_activations"},
+       "options.recompute_granularity", When::always, kMegatron},
       {{"cuda_graph_impl", "enable_cuda_graph", "external_cuda_graph"}, "options.cuda_graph_impl",
        When::always, kMegatron},
       {{"fp8", "fp8_format"}, "options.precision", When::always, kMegatron},

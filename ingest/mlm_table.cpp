@@ -180,6 +180,22 @@ const std::vector<Row>& table_rows() {
       {"recompute_method", [](S& s, const V& v) { s.c.opt.recompute_method = v.text(); }},
       {"recompute_num_layers", [](S& s, const V& v) { s.c.opt.recompute_num_layers = to_int(v); }},
       {"recompute_modules", [](S& s, const V& v) { s.c.opt.recompute_modules = v.words(); }},
+      // After the granularity: Megatron-LM turns --recompute-activations into selective recompute
+      // (of core_attn unless modules are named) whatever --recompute-granularity says.
+      {"recompute_activations", [](S& s, const V& v) {
+         if (v.boolean()) s.c.opt.recompute_granularity = RecomputeGranularity::selective;
+       }},
+      // Before 2022 --checkpoint-activations recomputed every layer in full; newer releases exit.
+      {"checkpoint_activations", [](S& s, const V& v) {
+         if (!v.boolean()) return;
+         s.c.opt.recompute_granularity = RecomputeGranularity::full;
+         if (s.c.opt.recompute_method.empty()) s.c.opt.recompute_method = "uniform";
+         if (s.c.opt.recompute_num_layers <= 0) s.c.opt.recompute_num_layers = 1;
+         s.report->warnings.push_back(
+             "checkpoint_activations: read as full recompute of every layer, as Megatron-LM "
+             "before 2022 ran it (newer releases exit on it: --recompute-activations or "
+             "--recompute-granularity)");
+       }},
       {"cuda_graph_impl", graph_impl},
       {"enable_cuda_graph", [](S& s, const V& v) {
          if (v.boolean()) s.c.opt.cuda_graph_impl = CudaGraphImpl::local;
@@ -189,6 +205,10 @@ const std::vector<Row>& table_rows() {
        }},
       {"cuda_graph_scope", [](S& s, const V& v) { s.graph_scope = v.raw(); }},
       {"cuda_graph_modules", [](S& s, const V& v) { s.graph_scope = v.raw(); }},
+      // Fine-grained activation offloading: the listed modules' inputs wait in host memory.
+      {"fine_grained_activation_offloading",
+       [](S& s, const V& v) { s.offload = v.boolean() ? 1 : 0; }},
+      {"offload_modules", [](S& s, const V& v) { s.offload_modules = v.words(); }},
       // Garbage collection (a full collection every N steps only with --manual-gc).
       {"manual_gc", [](S& s, const V& v) { s.manual_gc = v.boolean(); }},
       {"manual_gc_interval", [](S& s, const V& v) { s.manual_gc_interval = to_int(v); }},

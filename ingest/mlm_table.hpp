@@ -26,6 +26,9 @@ struct ReadReport {
   std::vector<std::string> read;      ///< arguments that set a Config field
   std::vector<std::string> ignored;   ///< Megatron arguments that do not change the prediction
   std::vector<std::string> unknown;   ///< names EPO does not know (listed, never fatal)
+  /// Megatron arguments that change the real run where the model does not follow ("name = value:
+  /// what is not costed"); not among `ignored`.
+  std::vector<std::string> not_modelled;
   std::vector<std::string> warnings;  ///< approximations and assumptions, one sentence each
   /// Settings no argument named, with the default taken (Megatron-LM's, or EPO's where Megatron
   /// has none); filled when the arguments stand alone (Unset::megatron_defaults).

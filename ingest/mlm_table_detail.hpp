@@ -32,6 +32,9 @@ struct TableState {
   bool precision_aware = false, bf16_moments = false;
   bool manual_gc = false;
   int manual_gc_interval = 0;
+  /// --fine-grained-activation-offloading (-1 not given) and its --offload-modules.
+  int offload = -1;
+  std::vector<std::string> offload_modules;
 };
 
 using RowFn = void (*)(TableState&, const Value&);
@@ -44,6 +47,10 @@ struct Row {
 
 /// The rows, in the order they are applied (architecture, layout, options).
 const std::vector<Row>& table_rows();
+
+/// Why an argument set to `value` changes a real run in a way EPO's model does not cost ("" when
+/// the argument is modelled, or `value` leaves the feature off).
+std::string not_modelled_reason(const std::string& dest, const std::string& value);
 
 /// The settings of `c` that no argument in `given` named, each with the value taken and where it
 /// came from ("expert_model_parallel_size not in the arguments: parallel.ep = 1 (Megatron-LM's

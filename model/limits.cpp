@@ -77,6 +77,7 @@ void check_config_limits(const Config& c) {
               kRecomputeModules);
   check_names("--cuda-graph-modules / options.cuda_graph_modules", o.cuda_graph_modules,
               kCudaGraphModules);
+  check_names("--offload-modules / options.offload_modules", o.offload_modules, kOffloadModules);
 }
 
 long long pipeline_slots(const Config& c) {

@@ -138,6 +138,10 @@ inline constexpr double kMaxStepWorkNs = 9007199254740992.0;
 inline const std::vector<std::string> kRecomputeModules = {
     "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
     "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"};
+/// Megatron's offload_modules (fine-grained activation offloading, any release).
+inline const std::vector<std::string> kOffloadModules = {
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act",
+    "fused_group_mlp", "gdp_qkv"};
 /// Megatron's cuda_graph_modules (CudaGraphModule; cuda_graph_scope before it).
 inline const std::vector<std::string> kCudaGraphModules = {"attn", "mlp", "moe", "moe_router",
                                                            "moe_preprocess", "mamba"};

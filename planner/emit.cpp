@@ -183,6 +183,9 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
     os << "model.recompute_num_layers=" << o.recompute_num_layers << "\n";
   if (!o.recompute_modules.empty())
     os << "model.recompute_modules=" << list_value(o.recompute_modules) << "\n";
+  if (!o.offload_modules.empty())
+    os << "model.fine_grained_activation_offloading=true\nmodel.offload_modules="
+       << list_value(o.offload_modules) << "\n";
   os << "model.cuda_graph_impl=" << model::to_string(o.cuda_graph_impl) << "\n";
   if (o.cuda_graph_impl != CudaGraphImpl::none && !o.cuda_graph_modules.empty())
     os << "model." << graph_key(ctx) << "=" << list_value(o.cuda_graph_modules) << "\n";
@@ -283,7 +286,10 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.recompute_method") o.recompute_method = v == "null" ? "" : v;
     else if (k == "model.recompute_num_layers") o.recompute_num_layers = v == "null" ? 0 : to_int(v, w);
     else if (k == "model.recompute_modules") o.recompute_modules = to_list(v);
-    else if (k == "model.cuda_graph_impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(v, w);
+    else if (k == "model.offload_modules") o.offload_modules = to_list(v);
+    else if (k == "model.fine_grained_activation_offloading") {
+      if (!to_bool(v, w)) o.offload_modules.clear();
+    } else if (k == "model.cuda_graph_impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(v, w);
     else if (k == "model.cuda_graph_modules" || k == "model.cuda_graph_scope")
       o.cuda_graph_modules = to_list(v);
     else if (k == "model.moe_expert_rank_capacity_factor")

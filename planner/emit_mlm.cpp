@@ -101,6 +101,12 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
     for (const auto& m : o.recompute_modules) s += (s.empty() ? "" : " ") + m;
     kv("--recompute-modules", s);
   }
+  if (!o.offload_modules.empty()) {
+    a.push_back("--fine-grained-activation-offloading");
+    std::string s;
+    for (const auto& m : o.offload_modules) s += (s.empty() ? "" : " ") + m;
+    kv("--offload-modules", s);
+  }
   emit_cuda_graph_args(o, ctx, a);
   if (o.params_dtype != model::ParamsDtype::fp32)
     a.push_back(o.params_dtype == model::ParamsDtype::fp16 ? "--fp16" : "--bf16");
@@ -228,6 +234,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--recompute-method") o.recompute_method = value();
     else if (f == "--recompute-num-layers") o.recompute_num_layers = to_int(value(), where);
     else if (f == "--recompute-modules") o.recompute_modules = values();
+    else if (f == "--offload-modules") o.offload_modules = values();
+    else if (f == "--fine-grained-activation-offloading") continue;  // with its modules
     else if (f == "--cuda-graph-impl") o.cuda_graph_impl = model::parse_cuda_graph_impl(value(), where);
     else if (f == "--cuda-graph-modules" || f == "--cuda-graph-scope") o.cuda_graph_modules = values();
     else if (f == "--bf16") o.params_dtype = model::ParamsDtype::bf16;

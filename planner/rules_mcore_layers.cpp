@@ -34,6 +34,8 @@ const std::vector<std::string> kRecomputeModules = {"core_attn", "moe_act", "lay
 const std::vector<std::string> kGraphModules = {"attn", "mlp", "moe", "moe_router", "moe_preprocess"};
 }  // namespace
 
+void add_mcore_offload_rules(std::vector<Rule>& out);
+
 void add_mcore_recompute_rules(std::vector<Rule>& out) {
   // FP8 layers kept in BF16 (first_last_layers_bf16), checked before the recompute settings.
   add(out, "MCORE-BF16-LAYERS-DELAYED", kError, EPO_TC("1527-1530"), kAllVersions, kBothFrontends,
@@ -125,6 +127,54 @@ void add_mcore_recompute_rules(std::vector<Rule>& out) {
         return "shared_experts recompute cannot work with --moe-shared-expert-overlap.";
       },
       "drop shared_experts from --recompute-modules, or drop --shared-expert-overlap");
+  add_mcore_offload_rules(out);
+}
+
+void add_mcore_offload_rules(std::vector<Rule>& out) {
+  add(out, "MCORE-OFFLOAD-VERSION", kError,
+      "Megatron-LM megatron/core/transformer/transformer_config.py "
+      "(fine_grained_activation_offloading, core_v0.16.0 and later)",
+      until(V::core_v0_15), kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (c.opt.offload_modules.empty()) return "";
+        return "fine_grained_activation_offloading does not exist before Megatron-Core core_v0.16";
+      },
+      "drop --offload-modules, or use Megatron-Core core_v0.16 or later");
+  add(out, "MCORE-OFFLOAD-MODULES-UNKNOWN", kError, EPO_TC("2143-2147"), since(V::core_v0_16),
+      kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        // fused_group_mlp from core_v0.19 on, gdp_qkv on main (a mixer EPO does not model).
+        std::vector<std::string> allowed = {"core_attn", "attn_proj", "expert_fc1", "moe_act",
+                                            "attn_norm", "mlp_norm",  "qkv_linear"};
+        if (x.megatron >= V::core_v0_19) allowed.push_back("fused_group_mlp");
+        if (x.megatron == V::main) allowed.push_back("gdp_qkv");
+        const std::string bad = unknown_of(c.opt.offload_modules, allowed);
+        if (bad.empty()) return "";
+        return cat("Invalid choices for offload_modules: ", bad);
+      },
+      "use --offload-modules from attn_norm,qkv_linear,core_attn,attn_proj,mlp_norm,expert_fc1,"
+      "moe_act (fused_group_mlp from core_v0.19)");
+  add(out, "MCORE-OFFLOAD-ATTN-PROJ", kError, EPO_TC("2148-2153"), since(V::core_v0_16),
+      kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        const auto& m = c.opt.offload_modules;
+        if (!has_module(m, "attn_proj") || has_module(m, "core_attn")) return "";
+        return "attn_proj cannot be set to offload_modules alone without core_attn because the "
+               "input of attn_proj is the output of core_attn, which is needed in "
+               "core_attn.backward().";
+      },
+      "add core_attn to --offload-modules, or drop attn_proj");
+  add(out, "MCORE-OFFLOAD-INSIDE-MOE-RECOMPUTE", kError, EPO_TC("2165-2175"),
+      since(V::core_v0_19), kBothFrontends,
+      [](const Config& c, const ValidationContext&) -> std::string {
+        if (!selective(c) || !recomputes(c, "moe")) return "";
+        const std::string inside = unknown_of(
+            c.opt.offload_modules, {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                    "mlp_norm", "gdp_qkv"});  // those inside the MoE layer
+        if (inside.empty()) return "";
+        return cat("Cannot offload ", inside, " while recomputing the entire MoE layer");
+      },
+      "remove moe from --recompute-modules, or the MoE modules from --offload-modules");
 }
 
 void add_mcore_graph_rules(std::vector<Rule>& out) {

@@ -112,6 +112,54 @@ TEST_CASE("--manual-gc-interval counts only with --manual-gc, as Megatron-LM run
   CHECK(config_from_mlm_args(base, args + "--manual-gc", "c", r).opt.manual_gc_interval == 0);
 }
 
+TEST_CASE("recompute and offloading aliases read as Megatron-LM applies them") {
+  const std::string args = kSmallMoeArgs;
+  model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  // --recompute-activations: selective (core_attn) whatever the granularity argument says.
+  const model::Config sel = config_from_mlm_args(
+      base, args + "--recompute-granularity full --recompute-activations", "a", r);
+  CHECK(sel.opt.recompute_granularity == model::RecomputeGranularity::selective);
+  CHECK(sel.opt.recomputes("core_attn"));
+  CHECK(contains(r.read, "recompute_activations"));
+  // --checkpoint-activations (before 2022): every layer in full, said in a warning.
+  ReadReport r2;
+  const model::Config full = config_from_mlm_args(base, args + "--checkpoint-activations", "b", r2);
+  CHECK(full.opt.recompute_granularity == model::RecomputeGranularity::full);
+  CHECK(full.opt.recompute_method == "uniform");
+  CHECK(full.opt.recompute_num_layers == 1);
+  CHECK(std::count_if(r2.warnings.begin(), r2.warnings.end(), [](const std::string& w) {
+          return w.find("checkpoint_activations") == 0;
+        }) == 1);
+  // Offloaded modules count only with the feature on.
+  ReadReport r3;
+  const std::string off = "--offload-modules core_attn attn_proj ";
+  CHECK(config_from_mlm_args(base, args + off, "c", r3).opt.offload_modules.empty());
+  const model::Config on =
+      config_from_mlm_args(base, args + off + "--fine-grained-activation-offloading", "d", r3);
+  CHECK(on.opt.offload_modules == std::vector<std::string>{"core_attn", "attn_proj"});
+}
+
+TEST_CASE("arguments that change the run where the model does not follow are said, not ignored") {
+  const std::string args = kSmallMoeArgs;
+  model::Config base = test::blank_base(test::sample_config("tiny", 0));
+  ReadReport r;
+  config_from_mlm_args(
+      base, args + "--fp8-dot-product-attention --no-tp-comm-overlap --log-throughput", "a", r);
+  REQUIRE(r.not_modelled.size() == 1);
+  CHECK(r.not_modelled[0].find("fp8_dot_product_attention") == 0);
+  CHECK(r.not_modelled[0].find("BF16") != std::string::npos);
+  CHECK(!contains(r.ignored, "fp8_dot_product_attention"));
+  // Turned off, it changes nothing: ignored as before.
+  CHECK((contains(r.ignored, "tp_comm_overlap") || contains(r.ignored, "no_tp_comm_overlap")));
+  CHECK(contains(r.ignored, "log_throughput"));
+  // Bridge's overrides name the same fields.
+  ReadReport rb;
+  config_from_bridge_overrides(base, "comm_overlap.tp_comm_overlap=true\n", "o.txt", rb);
+  REQUIRE(rb.not_modelled.size() == 1);
+  CHECK(rb.not_modelled[0].find("tp_comm_overlap") == 0);
+}
+
 TEST_CASE("dropout: Megatron-LM's 0.1 where the arguments are silent, a probability where set") {
   const std::string args = kSmallMoeArgs;
   model::Config base = test::blank_base(test::sample_config("tiny", 0));

@@ -141,6 +141,38 @@ std::vector<RuleCase> layer_rule_cases() {
          selective(c, {"shared_experts"});
          c.opt.moe_shared_expert_overlap = true;  // no shared expert: Megatron skips the check
        }},
+      {"MCORE-OFFLOAD-VERSION",
+       [](Config& c, ValidationContext& x) {
+         x.megatron = V::core_v0_15;
+         c.opt.offload_modules = {"core_attn"};
+       },
+       [](Config& c, ValidationContext& x) {
+         x.megatron = V::core_v0_16;
+         c.opt.offload_modules = {"core_attn"};
+       }},
+      {"MCORE-OFFLOAD-MODULES-UNKNOWN",
+       [](Config& c, ValidationContext& x) {
+         x.megatron = V::core_v0_18;  // fused_group_mlp only from core_v0.19
+         c.opt.offload_modules = {"expert_fc1", "fused_group_mlp"};
+       },
+       [](Config& c, ValidationContext& x) {
+         x.megatron = V::core_v0_19;
+         c.opt.offload_modules = {"expert_fc1", "fused_group_mlp"};
+       }},
+      {"MCORE-OFFLOAD-ATTN-PROJ",
+       [](Config& c, ValidationContext&) { c.opt.offload_modules = {"attn_proj"}; },
+       [](Config& c, ValidationContext&) { c.opt.offload_modules = {"core_attn", "attn_proj"}; }},
+      {"MCORE-OFFLOAD-INSIDE-MOE-RECOMPUTE",
+       [](Config& c, ValidationContext&) {
+         no_overlap(c);
+         selective(c, {"moe"});
+         c.opt.offload_modules = {"moe_act"};
+       },
+       [](Config& c, ValidationContext&) {
+         no_overlap(c);
+         selective(c, {"moe"});
+         c.opt.offload_modules = {"core_attn"};  // outside the recomputed MoE layer
+       }},
       {"MCORE-CUDA-GRAPH-MODULES-UNKNOWN",
        [](Config& c, ValidationContext&) { graphs(c, {"attn", "bogus"}); },
        [](Config& c, ValidationContext&) { graphs(c, {"attn"}); }},

@@ -62,6 +62,7 @@ std::vector<Config> sample_configs() {
   Config f4 = test::make_config("qwen3-30b-a3b", "gb200", 16, 1, 1, 1, 8, 256);
   f4.opt.precision = model::Precision::nvfp4;
   f4.opt.fp8_param_gather = true;  // Bridge's bf16_with_nvfp4_mixed
+  f4.opt.offload_modules = {"core_attn", "attn_proj", "expert_fc1"};
   v.push_back(f4);
   return v;
 }
