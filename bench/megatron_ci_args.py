@@ -5,7 +5,7 @@ Each row of megatron_ci_runs.jsonl carries the arguments Megatron-LM's functiona
 ("args": flag -> value; true for a store-true flag). This writes each as the command line a user
 would have (one flag per continued line), runs `epo predict --mlm-args FILE --gpus N --hardware H
 --fast` on it, and counts what the reader says: flags read, ignored (no effect on the prediction),
-unknown, and whether a prediction came out (exit 0) or the configuration was refused (exit 3) or
+not modelled (they change the real run where the model does not follow), unknown, and whether a prediction came out (exit 0) or the configuration was refused (exit 3) or
 not read (exit 2), with the first line of the reason.
 
   EPO_BIN=build/cli/epo python3 bench/megatron_ci_args.py megatron_ci_runs.jsonl [--json OUT]
@@ -47,6 +47,7 @@ def main():
     records = []
     totals = collections.Counter()
     unknown_names = collections.Counter()
+    unmodelled_names = collections.Counter()
     with open(opts.runs) as f, tempfile.TemporaryDirectory() as tmp:
         for n, line in enumerate(f):
             row = json.loads(line)
@@ -62,9 +63,11 @@ def main():
                    "--fast"]
             p = subprocess.run(cmd, capture_output=True, text=True)
             text = p.stdout + p.stderr
-            m = re.search(r"(\d+) read, (\d+) ignored \(no effect on the prediction\), (\d+) unknown",
-                          text)
-            read, ignored, unknown = (int(x) for x in m.groups()) if m else (0, 0, 0)
+            m = re.search(r"(\d+) read, (\d+) ignored \(no effect on the prediction\), "
+                          r"(\d+) not modelled, (\d+) unknown", text)
+            read, ignored, unmodelled, unknown = (int(x) for x in m.groups()) if m else (0,) * 4
+            for name in re.findall(r"warning: not modelled: (\S+) =", text):
+                unmodelled_names[name] += 1
             for listed in re.findall(r"not known to EPO \(not read\): (.*)", text):
                 for u in listed.split(","):
                     unknown_names[u.strip()] += 1
@@ -76,15 +79,21 @@ def main():
             totals["exit_%d" % p.returncode] += 1
             totals["read"] += read
             totals["ignored"] += ignored
+            totals["not_modelled"] += unmodelled
             totals["unknown"] += unknown
             records.append({"id": row.get("id"), "exit": p.returncode, "read": read,
-                            "ignored": ignored, "unknown": unknown, "reason": reason})
+                            "ignored": ignored, "not_modelled": unmodelled, "unknown": unknown,
+                            "reason": reason})
     print("rows %d: predicted %d, refused by a rule %d, not read %d, other %d" % (
         totals["rows"], totals["exit_0"], totals["exit_3"], totals["exit_2"],
         totals["rows"] - totals["exit_0"] - totals["exit_3"] - totals["exit_2"]))
-    print("flags: %d read, %d ignored, %d unknown (per row %.1f / %.1f / %.1f)" % (
-        totals["read"], totals["ignored"], totals["unknown"], totals["read"] / max(1, totals["rows"]),
-        totals["ignored"] / max(1, totals["rows"]), totals["unknown"] / max(1, totals["rows"])))
+    rows = max(1, totals["rows"])
+    print("flags: %d read, %d ignored, %d not modelled, %d unknown (per row %.1f / %.1f / %.1f / "
+          "%.1f)" % (totals["read"], totals["ignored"], totals["not_modelled"], totals["unknown"],
+                     totals["read"] / rows, totals["ignored"] / rows,
+                     totals["not_modelled"] / rows, totals["unknown"] / rows))
+    for name, count in unmodelled_names.most_common():
+        print("  not modelled %s: %d rows" % (name, count))
     for name, count in unknown_names.most_common():
         print("  unknown %s: %d rows" % (name, count))
     reasons = collections.Counter(r["reason"] for r in records if r["exit"] != 0)
