@@ -18,6 +18,7 @@
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_file.hpp"
+#include "model/pipeline_layout.hpp"
 #include "model/prediction.hpp"
 #include "planner/explain.hpp"
 #include "planner/validation.hpp"
@@ -66,7 +67,9 @@ Side read_side(const std::string& path, const ConfigFlags& f) {
     return s;
   }
   ingest::ReadReport r;
-  const model::Config base = build_config(f);
+  // The file completes the base: the flags' layout alone need not hold (--gpus 8 beside the
+  // default model's EP 16); the result is checked below.
+  const model::Config base = build_config(f, false);
   if (ingest::looks_like_bridge_config(text)) {  // after logs: a log may hold Bridge's YAML
     s.kind = "Bridge configuration";
     s.config = ingest::config_from_bridge_config(base, text, path, r);
@@ -80,6 +83,7 @@ Side read_side(const std::string& path, const ConfigFlags& f) {
   print_read_report(s.kind + " " + path, r);
   for (const auto& x : r.assumed) s.assumed.push_back(x.to_string());
   s.config.derive_and_check();
+  model::check_pipeline_layout(s.config);
   return s;
 }
 

@@ -55,7 +55,8 @@ bool flag_given(const ConfigFlags& f, const char* name);
 /// Whether the configuration file (or plan file) names options.<key>.
 bool file_sets_option(const ConfigFlags& f, const char* key);
 /// Builds the configuration: --config file (if any), overridden by the flags given, --profile
-/// replacing the hardware; then derive_and_check(). Throws input errors.
-model::Config build_config(const ConfigFlags& f);
+/// replacing the hardware; then derive_and_check() unless `check` is false (a base that a file
+/// read afterwards completes). Throws input errors.
+model::Config build_config(const ConfigFlags& f, bool check = true);
 
 }  // namespace epo::cli

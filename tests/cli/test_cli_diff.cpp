@@ -88,6 +88,32 @@ TEST_CASE("diff: two Megatron-LM argument lists that differ only in overlap", "[
   CHECK(j["b"]["rejected"].empty());
 }
 
+TEST_CASE("diff: argument lists that complete a base the flags alone would not hold",
+          "[cli][diff]") {
+  // --gpus 8 beside the default model's EP 16 is no layout; the lists' EP 8 makes one. They
+  // differ in --recompute-activations, which Megatron-LM turns into selective recompute.
+  const std::string base =
+      "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+      "--micro-batch-size 1 --global-batch-size 32 --bf16 --num-experts 32 --moe-router-topk 4 "
+      "--moe-ffn-hidden-size 512 --expert-model-parallel-size 8 --moe-token-dispatcher-type "
+      "alltoall --moe-grouped-gemm --vocab-size 32000";
+  const std::string a = "diff_rc_a.sh", b = "diff_rc_b.sh";
+  std::ofstream(a) << base << "\n";
+  std::ofstream(b) << base << " --recompute-activations\n";
+  int rc = -1;
+  std::string out;
+  const auto j = diff_json(a + " " + b + " --gpus 8", rc, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(j["a"]["config"]["gpus"] == 8);
+  CHECK(j["a"]["config"]["parallel"]["ep"] == 8);
+  REQUIRE(j["settings"].size() == 1);
+  CHECK(j["settings"][0]["key"] == "options.recompute_granularity");
+  CHECK(j["settings"][0]["b"] == "selective");
+  CHECK(j["step_change_pct"].get<double>() > 0);  // the attention runs again in the backward
+  for (const auto& f : {a, b}) std::remove(f.c_str());
+}
+
 TEST_CASE("diff: two training logs, the measured change beside the predicted one", "[cli][diff]") {
   // The same experiment with capacity factor 1.0 and dropless; the launch arguments give the
   // architecture both logs' partial arguments blocks lack.
