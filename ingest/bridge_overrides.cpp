@@ -50,6 +50,9 @@ model::Config config_from_bridge_settings(const model::Config& base,
       // Bridge's precision recipes: bf16_mixed, fp16_mixed, bf16_with_fp8_*_mixed, ...
       args.push_back({"fp8", value.find("fp8") != std::string::npos ? "hybrid" : "None", w_key});
       args.push_back({"fp4", value.find("nvfp4") != std::string::npos ? "e2m1" : "None", w_key});
+      const model::Fp8Recipe recipe = model::bridge_preset_fp8_recipe(value);
+      if (recipe != model::Fp8Recipe::automatic)
+        args.push_back({"fp8_recipe", model::to_string(recipe), w_key});
       // Its MXFP8, current- and delayed-scaling presets keep the primary weights in FP8.
       if (model::bridge_preset_gathers_fp8_params(value))
         args.push_back({"fp8_param_gather", "True", w_key});

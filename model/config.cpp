@@ -104,6 +104,18 @@ bool bridge_preset_gathers_fp8_params(const std::string& p) {
   return (p.find("fp8") != std::string::npos || p.find("nvfp4") != std::string::npos) &&
          p.find("subchannel") == std::string::npos && p.find("blockwise") == std::string::npos;
 }
+Fp8Recipe bridge_preset_fp8_recipe(const std::string& p) {
+  if (p.find("mxfp8") != std::string::npos) return Fp8Recipe::mxfp8;
+  if (p.find("subchannel") != std::string::npos || p.find("blockwise") != std::string::npos)
+    return Fp8Recipe::blockwise;
+  if (p.find("fp8_delayed") != std::string::npos) return Fp8Recipe::delayed;
+  if (p.find("fp8_current_scaling") != std::string::npos) return Fp8Recipe::tensorwise;
+  return Fp8Recipe::automatic;
+}
+Fp8Recipe fp8_recipe(const Config& cfg) {
+  if (cfg.opt.fp8_recipe != Fp8Recipe::automatic) return cfg.opt.fp8_recipe;
+  return cfg.hw.compute_capability_major >= 10 ? Fp8Recipe::mxfp8 : Fp8Recipe::tensorwise;
+}
 std::pair<int, int> bridge_preset_bf16_layers(const std::string& p) {
   if (p == "nemotron_3_super_bf16_with_nvfp4_mixed") return {0, 14};
   if (p.find("fp8_current_scaling") == std::string::npos) return {0, 0};

@@ -249,6 +249,12 @@ bool fused_grouped_mlp_runs(const Config& cfg);
 /// in FP8 (fp8_param_gather): its delayed-, current-scaling and MXFP8 presets do, the sub-channel
 /// (blockwise) ones and the BF16/FP16 ones do not.
 bool bridge_preset_gathers_fp8_params(const std::string& preset);
+/// The FP8 recipe a Megatron-Bridge mixed-precision preset names (delayed, current scaling =
+/// tensorwise, sub-channel = blockwise, MXFP8); automatic for the others.
+Fp8Recipe bridge_preset_fp8_recipe(const std::string& preset);
+/// The FP8 recipe a configuration runs: its own, or for `automatic` what Bridge's performance
+/// recipes take on its GPU (MXFP8 on Blackwell, per-tensor current scaling before).
+Fp8Recipe fp8_recipe(const Config& cfg);
 /// The first and last layers a Megatron-Bridge mixed-precision preset keeps in BF16
 /// (first_last_layers_bf16 with its two counts; {0, 0} = none): 1 and 1 for the current-scaling
 /// presets, 2 and 2 for the Nemotron-H and Nano-v2 ones, 0 and 14 for Nemotron-3-Super's NVFP4.

@@ -178,11 +178,6 @@ Part moe(const Config& cfg, double hs) {
 
 }  // namespace
 
-Fp8Recipe fp8_recipe(const Config& cfg) {
-  if (cfg.opt.fp8_recipe != Fp8Recipe::automatic) return cfg.opt.fp8_recipe;
-  return cfg.hw.compute_capability_major >= 10 ? Fp8Recipe::mxfp8 : Fp8Recipe::tensorwise;
-}
-
 double gemm_input_bytes(const Config& cfg) {
   if (!fp8(cfg)) return kAct;
   if (cfg.opt.precision == Precision::nvfp4) return 0.5 + 1.0 / 16;  // E2M1, an E4M3 scale per 16

@@ -28,9 +28,6 @@ LayerActivation head_activation(const Config& cfg);
 /// One hidden-state tensor of one micro-batch on this GPU (tokens x hidden / sequence-parallel).
 double hidden_state_bytes(const Config& cfg);
 
-/// The FP8 recipe in effect (auto: mxfp8 on Blackwell, tensorwise before).
-Fp8Recipe fp8_recipe(const Config& cfg);
-
 /// Bytes per element of a GEMM input that Transformer Engine saves for backward: 2 in bf16; with
 /// FP8 only the quantized copy the weight-gradient GEMM reads (TE drops the other direction),
 /// 1 byte plus one scale per 32 elements with MXFP8 (E8M0) or blockwise (fp32 per 128).

@@ -92,6 +92,7 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.moe_permute_fusion) a.push_back("--moe-permute-fusion");
   if (o.moe_shared_expert_overlap) a.push_back("--moe-shared-expert-overlap");
   if (o.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
+  if (o.cross_entropy_fusion) a.push_back("--cross-entropy-loss-fusion");
   if (o.recompute_granularity != RecomputeGranularity::none)
     kv("--recompute-granularity", model::to_string(o.recompute_granularity));
   if (!o.recompute_method.empty()) kv("--recompute-method", o.recompute_method);
@@ -173,6 +174,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
   auto& o = c.opt;
   // Flags the text does not mention keep Megatron-LM's defaults for store_true flags.
   o.moe_permute_fusion = o.moe_shared_expert_overlap = o.moe_grouped_gemm = false;
+  o.cross_entropy_fusion = false;
   o.overlap_moe_expert_parallel_comm = o.delay_wgrad_compute = false;
   o.ep_overlap_early_attn_memory_release = false;
   o.distributed_optimizer = o.overlap_grad_reduce = false;
@@ -230,6 +232,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--no-check-for-nan-in-loss-and-grad") continue;  // follows the graph setting
     else if (f == "--moe-shared-expert-overlap") o.moe_shared_expert_overlap = true;
     else if (f == "--moe-grouped-gemm") o.moe_grouped_gemm = true;
+    else if (f == "--cross-entropy-loss-fusion") o.cross_entropy_fusion = true;
     else if (f == "--recompute-granularity") o.recompute_granularity = model::parse_recompute(value(), where);
     else if (f == "--recompute-method") o.recompute_method = value();
     else if (f == "--recompute-num-layers") o.recompute_num_layers = to_int(value(), where);
@@ -241,7 +244,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--bf16") o.params_dtype = model::ParamsDtype::bf16;
     else if (f == "--fp16") o.params_dtype = model::ParamsDtype::fp16;
     else if (f == "--fp8-format") { value(); o.precision = model::Precision::fp8; }
-    else if (f == "--fp8-recipe") value();
+    else if (f == "--fp8-recipe") o.fp8_recipe = model::parse_megatron_fp8_recipe(value(), where);
     else if (f == "--fp8-param-gather" || f == "--fp4-param-gather") o.fp8_param_gather = true;
     else if (f == "--fp4-format") { value(); o.precision = model::Precision::nvfp4; }
     else if (f == "--fp4-recipe") value();

@@ -27,6 +27,7 @@ void apply_mixed_precision(model::Options& o, const std::string& v, const std::s
   o.params_dtype = fp16 ? ParamsDtype::fp16 : ParamsDtype::bf16;
   o.precision = fp4 ? Precision::nvfp4 : fp8 ? Precision::fp8 : Precision::bf16;
   o.fp8_param_gather = model::bridge_preset_gathers_fp8_params(v);
+  o.fp8_recipe = model::bridge_preset_fp8_recipe(v);
   // Presets that keep layers in BF16 (mixed_precision.py).
   std::tie(o.bf16_layers_start, o.bf16_layers_end) = model::bridge_preset_bf16_layers(v);
 }
@@ -36,10 +37,15 @@ std::string bridge_mixed_precision(const model::Config& c) {
   if (c.opt.params_dtype == model::ParamsDtype::fp32) return "null";
   if (c.opt.precision == Precision::nvfp4) return "bf16_with_nvfp4_mixed";
   if (c.opt.precision != Precision::fp8) return fp16 ? "fp16_mixed" : "bf16_mixed";
-  // Blackwell runs MXFP8; Hopper per-tensor current scaling (Bridge's performance recipes).
-  if (c.hw.compute_capability_major >= 10)
-    return fp16 ? "fp16_with_mxfp8_mixed" : "bf16_with_mxfp8_mixed";
-  return fp16 ? "fp16_with_fp8_current_scaling_mixed" : "bf16_with_fp8_current_scaling_mixed";
+  // The recipe planned (by default MXFP8 on Blackwell, per-tensor current scaling on Hopper, as
+  // Bridge's performance recipes run).
+  const std::string base = fp16 ? "fp16_with_" : "bf16_with_";
+  switch (model::fp8_recipe(c)) {
+    case model::Fp8Recipe::mxfp8: return base + "mxfp8_mixed";
+    case model::Fp8Recipe::delayed: return base + "fp8_delayed_scaling_mixed";
+    case model::Fp8Recipe::blockwise: return base + "fp8_subchannel_scaling_mixed";
+    default: return base + "fp8_current_scaling_mixed";
+  }
 }
 
 std::string mixed_precision_notes(const model::Config& c, const char* comment) {
@@ -70,11 +76,12 @@ void mlm_precision_args(const model::Config& c, std::vector<std::string>& a) {
   const auto& o = c.opt;
   auto kv = [&](const std::string& k, const std::string& v) { a.push_back(k + " " + v); };
   if (o.precision == Precision::fp8) {
-    // Blackwell: MXFP8; Hopper: per-tensor current scaling (as the Bridge presets emit_bridge
-    // uses).
-    const bool mx = c.hw.compute_capability_major >= 10;
-    kv("--fp8-format", mx ? "e4m3" : "hybrid");
-    kv("--fp8-recipe", mx ? "mxfp8" : "tensorwise");
+    // The recipe planned (by default MXFP8 on Blackwell, per-tensor current scaling on Hopper);
+    // the block-scaled ones in E4M3 both ways.
+    const model::Fp8Recipe r = model::fp8_recipe(c);
+    const bool blocks = r == model::Fp8Recipe::mxfp8 || r == model::Fp8Recipe::blockwise;
+    kv("--fp8-format", blocks ? "e4m3" : "hybrid");
+    kv("--fp8-recipe", model::to_string(r));
     if (o.fp8_param_gather) a.push_back("--fp8-param-gather");
   } else if (o.precision == Precision::nvfp4) {
     kv("--fp4-format", "e2m1");

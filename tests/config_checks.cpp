@@ -45,6 +45,21 @@ void check_same_layout_and_options(const model::Config& a, const model::Config& 
   CHECK(o.gradient_accumulation_fusion == r.gradient_accumulation_fusion);
   CHECK(o.distributed_optimizer == r.distributed_optimizer);
   CHECK(o.overlap_grad_reduce == r.overlap_grad_reduce);
+  CHECK(o.offload_modules == r.offload_modules);
+  CHECK(o.cross_entropy_fusion == r.cross_entropy_fusion);
+  CHECK(o.attention_dropout == Approx(r.attention_dropout));
+  CHECK(o.hidden_dropout == Approx(r.hidden_dropout));
+  CHECK(o.rank_capacity_factor == Approx(r.rank_capacity_factor));
+  CHECK(o.paged_stash == r.paged_stash);
+  CHECK(o.distributed_optimizer_instances == r.distributed_optimizer_instances);
+  CHECK(o.grad_reduce_in_fp32 == r.grad_reduce_in_fp32);
+  CHECK(o.adam_moments_bf16 == r.adam_moments_bf16);
+  CHECK(o.params_dtype == r.params_dtype);
+  CHECK(o.bf16_linears == r.bf16_linears);
+  CHECK(o.fp8_linears == r.fp8_linears);
+  CHECK(o.overlap_dispatch_backward_with_experts_wgrad ==
+        r.overlap_dispatch_backward_with_experts_wgrad);
+  if (o.precision == model::Precision::fp8) CHECK(model::fp8_recipe(a) == model::fp8_recipe(b));
 }
 
 }  // namespace epo::config_checks
