@@ -125,6 +125,7 @@ TEST_CASE("shape costs shared across schedules give the bound computed afresh") 
 }
 
 TEST_CASE("the fast path's memo answers what a fresh evaluation answers") {
+  long long hits = 0;  // over the spaces: with framework host time fewer chunk shapes share types
   for (const auto& sp : kSpaces) {
     CAPTURE(sp.model, sp.hardware, sp.gpus);
     SearchSpec s;
@@ -166,7 +167,8 @@ TEST_CASE("the fast path's memo answers what a fresh evaluation answers") {
         INFO(plan_key(work));
         CHECK(figures(work) == fresh[j]);
       }
-      CHECK(model::fast_path_memo_hits() > hits_before);
+      hits += model::fast_path_memo_hits() - hits_before;
     }
   }
+  CHECK(hits > 0);
 }
