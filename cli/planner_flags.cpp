@@ -12,7 +12,8 @@ void add_context_flags(CLI::App& sub, ContextFlags& f) {
                  "core_v0.19|main (default main)");
   sub.add_option("--te", f.te, "Transformer Engine version X.Y (default 2.12)");
   sub.add_option("--torch", f.torch, "PyTorch version X.Y (default 2.6)");
-  sub.add_option("--frontend", f.frontend, "bridge|mlm: who builds the config (default bridge)");
+  sub.add_option("--frontend", f.frontend,
+                 "bridge|mlm: who builds the config (default bridge; mlm for --mlm-args alone)");
   sub.add_option("--transformer-impl", f.transformer_impl, "transformer_engine|local");
   sub.add_flag("--bridge-overlap-on-model-only", f.overlap_on_model_only,
                "Bridge: overlap flags set only on model.* (not comm_overlap.*)");
@@ -36,6 +37,10 @@ planner::ValidationContext build_context(const ContextFlags& f, const ConfigFlag
   x.te = planner::parse_version(f.te, "--te");
   x.torch = planner::parse_version(f.torch, "--torch");
   x.frontend = planner::parse_frontend(f.frontend, "--frontend");
+  // A Megatron-LM argument list is checked by Megatron-LM's rules unless --frontend says otherwise.
+  if (!config.mlm_args_file.empty() && config.bridge_file.empty() &&
+      config.bridge_config_file.empty() && !flag_given(config, "--frontend"))
+    x.frontend = planner::Frontend::mlm;
   EPO_REQUIRE_INPUT(f.transformer_impl == "transformer_engine" || f.transformer_impl == "local",
                     "--transformer-impl: '", f.transformer_impl,
                     "' is not allowed (allowed: transformer_engine|local)");

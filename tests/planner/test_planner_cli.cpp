@@ -77,6 +77,31 @@ TEST_CASE("epo validate: every violation with id, fix and source; exit 3 on erro
   CHECK(run_epo("validate --te two").code == 2);
 }
 
+TEST_CASE("epo validate --mlm-args: Megatron-LM's rules unless --frontend says otherwise") {
+  // TP 2 without EP overlap on Hopper: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1, which
+  // Bridge sets itself; the list's offloading names attn_proj without core_attn (both refuse it).
+  const std::string path = tmp_path("args.sh");
+  FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs("--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+             "--micro-batch-size 1 --global-batch-size 32 --bf16 --num-experts 16 "
+             "--moe-router-topk 2 --moe-ffn-hidden-size 512 --expert-model-parallel-size 4 "
+             "--tensor-model-parallel-size 2 --sequence-parallel --moe-grouped-gemm "
+             "--moe-token-dispatcher-type alltoall --vocab-size 32000 "
+             "--fine-grained-activation-offloading --offload-modules attn_proj\n",
+             f);
+  std::fclose(f);
+  const Run mlm = run_epo("validate --mlm-args " + path + " --gpus 8 --cdmc 32");
+  CHECK(mlm.code == 3);
+  CHECK(has(mlm.out, "(mlm, Megatron main"));
+  CHECK(has(mlm.out, "MCORE-OFFLOAD-ATTN-PROJ"));
+  CHECK(has(mlm.out, "not modelled: fine_grained_activation_offloading"));
+  const Run bridge = run_epo("validate --mlm-args " + path + " --gpus 8 --cdmc 32 --frontend bridge");
+  CHECK(has(bridge.out, "(bridge, Megatron main"));
+  CHECK(has(bridge.out, "MCORE-OFFLOAD-ATTN-PROJ"));
+  std::remove(path.c_str());
+}
+
 TEST_CASE("epo plan: a readable report on a small space") {
   const Run r = run_epo("plan --model tiny --gpus 8 --gbs 64 --top 3");
   CHECK(r.code == 0);
