@@ -260,6 +260,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   o.distributed_optimizer = a.flag("--use-distributed-optimizer");
   o.distributed_optimizer_instances = a.integer("--num-distributed-optimizer-instances", 1);
   o.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
+  o.overlap_param_gather = a.flag("--overlap-param-gather");
   // bf16 reduces gradients in fp32 unless --grad-reduce-in-bf16 (Megatron-LM's validate_args).
   o.grad_reduce_in_fp32 = !a.flag("--grad-reduce-in-bf16");
   o.gradient_accumulation_fusion = !a.flag("--no-gradient-accumulation-fusion");

@@ -40,6 +40,7 @@ void megatron_defaults(model::Config& c) {
   o.moe_grouped_gemm = false;
   o.distributed_optimizer = false;
   o.overlap_grad_reduce = false;
+  o.overlap_param_gather = false;
   o.attention_dropout = o.hidden_dropout = 0.1;
   o.cuda_device_max_connections = c.opt.cuda_device_max_connections;  // environment, not arguments
   o.routing = c.opt.routing;

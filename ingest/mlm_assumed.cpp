@@ -67,6 +67,7 @@ const std::vector<Setting>& settings() {
       {{"fp8_recipe"}, "options.fp8_recipe", When::fp8, kMegatron},
       {{"use_distributed_optimizer"}, "options.distributed_optimizer", When::always, kMegatron},
       {{"overlap_grad_reduce"}, "options.overlap_grad_reduce", When::always, kMegatron},
+      {{"overlap_param_gather"}, "options.overlap_param_gather", When::always, kMegatron},
       {{"gradient_accumulation_fusion"}, "options.gradient_accumulation_fusion", When::always,
        kMegatron},
       {{"accumulate_allreduce_grads_in_fp32", "grad_reduce_in_fp32"},

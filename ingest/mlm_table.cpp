@@ -265,6 +265,8 @@ const std::vector<Row>& table_rows() {
       {"num_distributed_optimizer_instances",
        [](S& s, const V& v) { s.c.opt.distributed_optimizer_instances = to_int(v, 1); }},
       {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},
+      {"overlap_param_gather",
+       [](S& s, const V& v) { s.c.opt.overlap_param_gather = v.boolean(); }},
       {"gradient_accumulation_fusion",
        [](S& s, const V& v) { s.c.opt.gradient_accumulation_fusion = v.boolean(); }},
       {"accumulate_allreduce_grads_in_fp32",

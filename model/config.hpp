@@ -167,6 +167,13 @@ struct Options {
   /// all-reduces over the whole group).
   int optimizer_instances() const { return distributed_optimizer ? distributed_optimizer_instances : 1; }
   bool overlap_grad_reduce = true;
+  /// The distributed optimizer's parameter all-gather overlapped with the next step's forward
+  /// (--overlap-param-gather, Bridge's default with DP > 1; Megatron needs overlap_grad_reduce
+  /// for it); otherwise the all-gather runs exposed after the optimizer step.
+  bool overlap_param_gather = true;
+  bool param_gather_overlapped() const {
+    return overlap_param_gather && overlap_grad_reduce;
+  }
   bool gradient_accumulation_fusion = true;
   /// Main-gradient buffers in fp32 (Megatron-LM's default for bf16); false = bf16, as the
   /// Megatron-Bridge performance recipes set (ddp.grad_reduce_in_fp32 = false). Memory only.

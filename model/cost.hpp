@@ -106,6 +106,11 @@ struct StepCosts {
   /// After the last backward: the optimizer step over this GPU's shard (Adam on fp32 master
   /// weights, moments and gradients, the gradient-norm pass, the bf16 weights written back), us.
   double optimizer_step_us = 0;
+  /// The distributed optimizer's parameter all-gather after the optimizer step, us, and its first
+  /// bucket's (which the next forward always waits for); exposed_param_gather_us says how much
+  /// of it the step sees.
+  double param_gather_us = 0;
+  double param_gather_first_us = 0;
   /// The framework's per-step host time (HardwareProfile::framework_step_host_us; none for the
   /// executor's ranks), serial with the step like the optimizer step.
   double framework_step_us = 0;
@@ -121,6 +126,9 @@ StepCosts compute_shape_costs(const Config& cfg);
 /// The rest of compute_step_costs, which depends on pp and dp: the pipeline transfer, the
 /// data-parallel gradient reduce, the optimizer step and the framework's per-step host time.
 void add_parallel_costs(const Config& cfg, StepCosts& sc);
+/// The part of the parameter all-gather the step sees: all of it without overlap_param_gather;
+/// with it, its first bucket or what one micro-batch's forward through the rank's layers leaves.
+double exposed_param_gather_us(const Config& cfg, const StepCosts& sc);
 /// SMs the flex dispatcher's kernels take in this configuration (Options::effective_comm_sms
 /// with the EP group's NVLink domains); 0 for other dispatchers.
 int flex_comm_sms(const Config& cfg);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include <cstdio>
 #include "model/fast_path.hpp"
 #include "model/simulate.hpp"
 
@@ -56,7 +57,8 @@ Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline)
 
   // The optimizer step follows the last backward and the gradient reduction in both schedules,
   // and the framework's own per-step host work is serial with the step.
-  const double serial_ns = (sc.optimizer_step_us + sc.framework_step_us) * 1000.0;
+  const double serial_ns =
+      (sc.optimizer_step_us + exposed_param_gather_us(cfg, sc) + sc.framework_step_us) * 1000.0;
   step += serial_ns;
   base += serial_ns;
   pr.step_time_us = step / 1000.0;

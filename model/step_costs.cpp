@@ -14,6 +14,22 @@ namespace {
 
 using detail::Builder;
 
+/// One micro-batch's forward through this rank's decoder layers, each op alone, us.
+double first_forward_us(const Config& cfg, const StepCosts& sc) {
+  auto forward_ns = [](const LayerCosts& l) {
+    TimeNs t = 0;
+    for (const OpCost& op : l.ops)
+      if (op.dir == Direction::forward) t += op.duration_ns;
+    return static_cast<double>(t);
+  };
+  // A hybrid model's MoE layers carry their share of the other mixers (layer_hybrid.cpp).
+  const ModelSpec& m = cfg.model;
+  const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
+  const double layers = static_cast<double>(decoder) / std::max(1, cfg.par.pp);
+  const double dense = std::min(layers, static_cast<double>(m.first_k_dense_layers));
+  return (forward_ns(sc.moe_layer) * (layers - dense) + forward_ns(sc.dense_layer) * dense) / 1000.0;
+}
+
 double ring_time_us(const HardwareProfile& hw, double bytes, int n, bool over_network) {
   if (n <= 1 || bytes <= 0) return 0.0;
   const double bw = over_network ? hw.net_gbps * hw.net_efficiency : hw.nvlink_gbps * hw.nccl_efficiency;
@@ -182,32 +198,56 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     // with grad_reduce_in_fp32) and the updated parameter all-gathered (FP8 with
     // fp8_param_gather); without the distributed optimizer an all-reduce of the gradient, twice.
     const double grad_bytes = cfg.opt.grad_reduce_in_fp32 ? 4.0 : 2.0;
-    const double gathered = !cfg.opt.fp8_param_gather            ? 2.0
+    // MXFP8 primary weights are gathered in BF16 (param_and_grad_buffer.py: the shared buffer
+    // holds MXFP8 parameters in bf16 for the all-gather, then each rank quantizes its copy).
+    const bool mx = cfg.opt.precision == Precision::fp8 && fp8_recipe(cfg) == Fp8Recipe::mxfp8;
+    const double gathered = !cfg.opt.fp8_param_gather || mx        ? 2.0
                             : cfg.opt.precision == Precision::fp8   ? 1.0
                             : cfg.opt.precision == Precision::nvfp4 ? 0.5 + 1.0 / 16
                                                                     : 2.0;
-    const double per_param = cfg.opt.distributed_optimizer ? grad_bytes + gathered : 2 * grad_bytes;
+    // The reduce-scatter runs under the last micro-batch's backward; the all-gather of the
+    // updated parameters follows the optimizer step (param_and_grad_buffer.py start_param_sync):
+    // under the next step's first forward with overlap_param_gather, else exposed.
+    const bool dist = cfg.opt.distributed_optimizer;
+    const double per_param = dist ? grad_bytes : 2 * grad_bytes;
     // With several distributed-optimizer instances the reduce-scatter and the all-gather run
     // inside an instance (DP-consecutive ranks), then the instance's shard is all-reduced across
     // the instances (param_and_grad_buffer.py, start_grad_sync).
     const int inst = cfg.opt.optimizer_instances();
-    auto reduce_us = [&](double params, int group, int ranks_per_member, bool net) {
+    auto reduce_us = [&](double params, int group, int ranks_per_member, bool net,
+                         double bytes_per_param) {
       const int intra = std::max(1, group / inst);
       const bool intra_net = net && intra * ranks_per_member > domain;
-      double t = ring_time_us(cfg.hw, params * per_param / 2, intra, intra_net) * 2;
+      double t = ring_time_us(cfg.hw, params * bytes_per_param / 2, intra, intra_net) * 2;
       if (inst > 1 && group >= inst)
-        t += ring_time_us(cfg.hw, params * per_param / 2 / intra, inst, net) * 2;
+        t += ring_time_us(cfg.hw, params * bytes_per_param / 2 / intra, inst, net) * 2;
       return t;
     };
     Component d;
     d.name = "dp.dense";
-    d.duration_us = reduce_us(g.dense, dense_group, p.tp, dense_net);
+    d.duration_us = reduce_us(g.dense, dense_group, p.tp, dense_net, per_param);
     (dense_net ? d.net_bytes : d.nvl_bytes) = dense_group > 1 ? g.dense * per_param : 0;
     Component e;
     e.name = "dp.expert";
-    e.duration_us = reduce_us(g.expert, expert_group, p.ep * p.etp, expert_net);
+    e.duration_us = reduce_us(g.expert, expert_group, p.ep * p.etp, expert_net, per_param);
     (expert_net ? e.net_bytes : e.nvl_bytes) = expert_group > 1 ? g.expert * per_param : 0;
     if (cfg.virtual_ranks > 0) d = e = Component{};  // ranks on one GPU share no gradients to reduce
+    // The dense and the expert all-gathers (inside an optimizer instance), one after the other.
+    auto gather_us = [&](double params, int group, int ranks_per_member, bool net) {
+      const int intra = std::max(1, group / inst);
+      return ring_time_us(cfg.hw, params * gathered, intra,
+                          net && intra * ranks_per_member > domain);
+    };
+    if (dist && cfg.virtual_ranks <= 0) {
+      const double gather = gather_us(g.dense, dense_group, p.tp, dense_net) +
+                            gather_us(g.expert, expert_group, p.ep * p.etp, expert_net);
+      // Overlapped, each layer's forward waits for its bucket: the first bucket (Megatron-Core's
+      // default size, max(40M, 1M x DP) parameters, distributed_data_parallel.py) and what the
+      // first micro-batch's forward through this rank's layers does not cover are exposed.
+      const double bucket = std::max(40e6, 1e6 * dense_group);
+      sc.param_gather_us = gather;
+      sc.param_gather_first_us = std::min(1.0, bucket / std::max(1.0, g.dense + g.expert)) * gather;
+    }
     sc.dp_grad_reduce = Builder::assemble(OpKind::dp_grad_reduce, Direction::backward, StreamKind::comm, {d, e});
     sc.dp_grad_reduce.link = dense_net || expert_net ? LinkClass::network : LinkClass::nvlink;
     sc.dp_grad_reduce.sms = 16;
@@ -227,6 +267,11 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
     sc.framework_step_us = detail::framework_step_host_us(cfg);
   }
+}
+
+double exposed_param_gather_us(const Config& cfg, const StepCosts& sc) {
+  if (!cfg.opt.param_gather_overlapped()) return sc.param_gather_us;
+  return std::max(sc.param_gather_first_us, sc.param_gather_us - first_forward_us(cfg, sc));
 }
 
 StepCosts compute_step_costs(const Config& cfg) {

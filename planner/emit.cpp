@@ -166,6 +166,7 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "++comm_overlap.delay_wgrad_compute=" << b(o.delay_wgrad_compute) << "\n";
   // With a distributed optimizer comm_overlap.setup() overwrites ddp.overlap_grad_reduce.
   os << "++comm_overlap.overlap_grad_reduce=" << b(o.overlap_grad_reduce) << "\n";
+  os << "++comm_overlap.overlap_param_gather=" << b(o.param_gather_overlapped()) << "\n";
   if (o.ep_overlap_early_attn_memory_release)
     os << "model.ep_overlap_early_attn_memory_release=true\n";
   if (o.overlap_dispatch_backward_with_experts_wgrad)
@@ -208,6 +209,7 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   if (o.distributed_optimizer_instances > 1)
     os << "ddp.num_distributed_optimizer_instances=" << o.distributed_optimizer_instances << "\n";
   os << "ddp.overlap_grad_reduce=" << b(o.overlap_grad_reduce) << "\n";
+  os << "ddp.overlap_param_gather=" << b(o.param_gather_overlapped()) << "\n";
   return os.str();
 }
 
@@ -268,8 +270,11 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
       EPO_REQUIRE_INPUT(v == kCommOverlapClass, w, ": '", v, "' is not ", kCommOverlapClass);
     } else if (k == "comm_overlap.tp_comm_overlap") {
       EPO_REQUIRE_INPUT(!to_bool(v, w), w, ": TP communication overlap is not modelled");
-    } else if (k == "comm_overlap.overlap_grad_reduce") o.overlap_grad_reduce = to_bool(v, w);
-    else if (k == "model.overlap_dispatch_backward_with_experts_wgrad")
+    } else if (k == "comm_overlap.overlap_grad_reduce") {
+      o.overlap_grad_reduce = to_bool(v, w);
+    } else if (k == "comm_overlap.overlap_param_gather") {
+      o.overlap_param_gather = to_bool(v, w);
+    } else if (k == "model.overlap_dispatch_backward_with_experts_wgrad")
       o.overlap_dispatch_backward_with_experts_wgrad = to_bool(v, w);
     else if (k == "model.attention_dropout") o.attention_dropout = to_double(v, w);
     else if (k == "model.hidden_dropout") o.hidden_dropout = to_double(v, w);
@@ -308,6 +313,7 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "ddp.num_distributed_optimizer_instances")
       o.distributed_optimizer_instances = to_int(v, w);
     else if (k == "ddp.overlap_grad_reduce") o.overlap_grad_reduce = to_bool(v, w);
+    else if (k == "ddp.overlap_param_gather") o.overlap_param_gather = to_bool(v, w);
     else
       throw EPO_INPUT_ERROR(where, ": unknown override key '", k, "'");
   }

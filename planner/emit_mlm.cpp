@@ -147,6 +147,9 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.distributed_optimizer_instances > 1)
     kv("--num-distributed-optimizer-instances", std::to_string(o.distributed_optimizer_instances));
   if (o.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
+  // Megatron-LM takes it with the distributed optimizer and overlap_grad_reduce only.
+  if (o.distributed_optimizer && o.param_gather_overlapped())
+    a.push_back("--overlap-param-gather");
   std::ostringstream os;
   os << "# Megatron-LM arguments: " << c.model_name << " on " << c.num_gpus << " x "
      << c.hardware_name << " (" << to_string(ctx.megatron) << ")\n";
@@ -177,7 +180,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
   o.cross_entropy_fusion = false;
   o.overlap_moe_expert_parallel_comm = o.delay_wgrad_compute = false;
   o.ep_overlap_early_attn_memory_release = false;
-  o.distributed_optimizer = o.overlap_grad_reduce = false;
+  o.distributed_optimizer = o.overlap_grad_reduce = o.overlap_param_gather = false;
   o.gradient_accumulation_fusion = true;
   o.recompute_granularity = RecomputeGranularity::none;
   o.cuda_graph_impl = CudaGraphImpl::none;
@@ -278,6 +281,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--num-distributed-optimizer-instances")
       o.distributed_optimizer_instances = to_int(value(), where);
     else if (f == "--overlap-grad-reduce") o.overlap_grad_reduce = true;
+    else if (f == "--overlap-param-gather") o.overlap_param_gather = true;
     // The bias and padding flags describe the validation context, not the configuration.
     else if (f == "--disable-bias-linear" || f == "--add-qkv-bias" ||
              f == "--moe-pad-expert-input-to-capacity") {

@@ -228,7 +228,9 @@ BoundCosts bound_shape_costs(const model::HardwareProfile& hw, const model::Step
 void set_bound_parallel_costs(const model::StepCosts& costs, BoundCosts& b) {
   b.dp_grad_reduce_ns = static_cast<double>(costs.dp_grad_reduce.duration_ns);
   b.pp_send_ns = least_ns(costs.pp_send_recv);
-  b.optimizer_step_us = costs.optimizer_step_us;
+  // Serial after the last backward, as the optimizer step: at least the parameter all-gather's
+  // first bucket (model::exposed_param_gather_us needs the layers' costs for the rest).
+  b.optimizer_step_us = costs.optimizer_step_us + costs.param_gather_first_us;
   b.framework_step_us = costs.framework_step_us;
 }
 

@@ -45,6 +45,7 @@ void check_same_layout_and_options(const model::Config& a, const model::Config& 
   CHECK(o.gradient_accumulation_fusion == r.gradient_accumulation_fusion);
   CHECK(o.distributed_optimizer == r.distributed_optimizer);
   CHECK(o.overlap_grad_reduce == r.overlap_grad_reduce);
+  if (o.distributed_optimizer) CHECK(o.param_gather_overlapped() == r.param_gather_overlapped());
   CHECK(o.offload_modules == r.offload_modules);
   CHECK(o.cross_entropy_fusion == r.cross_entropy_fusion);
   CHECK(o.attention_dropout == Approx(r.attention_dropout));

@@ -138,6 +138,11 @@ TEST_CASE("recompute and offloading aliases read as Megatron-LM applies them") {
   const model::Config on =
       config_from_mlm_args(base, args + off + "--fine-grained-activation-offloading", "d", r3);
   CHECK(on.opt.offload_modules == std::vector<std::string>{"core_attn", "attn_proj"});
+  // The parameter all-gather overlaps only when asked (Megatron-LM's default: it does not).
+  const std::string dist = "--use-distributed-optimizer --overlap-grad-reduce ";
+  CHECK(!config_from_mlm_args(base, args + dist, "e", r3).opt.param_gather_overlapped());
+  CHECK(config_from_mlm_args(base, args + dist + "--overlap-param-gather", "f", r3)
+            .opt.param_gather_overlapped());
 }
 
 TEST_CASE("arguments that change the run where the model does not follow are said, not ignored") {

@@ -186,6 +186,52 @@ TEST_CASE("the gradient reduction overlapped with the backward leaves only its t
   CHECK(b.step_time_us - a.step_time_us <= a.costs.dp_grad_reduce.duration_ns / 1000.0 + 1.0);
 }
 
+TEST_CASE("the parameter all-gather: under the next forward with overlap_param_gather",
+          "[cost][dp]") {
+  // 64 GPUs at EP 8: dense DP 64 and expert DP 8 over the network.
+  const Config overlapped = qwen(64, 1, 1, 8, 1);
+  Config exposed = overlapped;
+  exposed.opt.overlap_param_gather = false;
+  const Prediction a = predict(overlapped, PredictMode::full);
+  const Prediction b = predict(exposed, PredictMode::full);
+  const double gather = a.costs.param_gather_us;
+  const double seen = exposed_param_gather_us(overlapped, a.costs);
+  REQUIRE(gather > 0);
+  CHECK(b.costs.param_gather_us == Approx(gather));
+  // Overlapped, at least the first bucket and less than the whole; without, all of it, serial.
+  CHECK(seen >= a.costs.param_gather_first_us);
+  CHECK(a.costs.param_gather_first_us > 0);
+  CHECK(seen < gather);
+  CHECK(exposed_param_gather_us(exposed, b.costs) == Approx(gather));
+  CHECK(b.step_time_us - a.step_time_us == Approx(gather - seen).margin(1.0));
+  // Megatron-LM asks for overlap_grad_reduce with it: without, the gather is exposed too.
+  Config no_reduce_overlap = overlapped;
+  no_reduce_overlap.opt.overlap_grad_reduce = false;
+  CHECK(exposed_param_gather_us(no_reduce_overlap, compute_step_costs(no_reduce_overlap)) ==
+        Approx(gather));
+  // Without the distributed optimizer gradients are all-reduced: nothing is gathered after.
+  Config ddp = overlapped;
+  ddp.opt.distributed_optimizer = false;
+  CHECK(compute_step_costs(ddp).param_gather_us == 0);
+}
+
+TEST_CASE("MXFP8 primary weights are gathered in BF16, per-tensor FP8 ones in FP8", "[cost][dp]") {
+  Config c = test::on_hardware("qwen3-30b-a3b", 64, "b200");
+  c.par.ep = 8;
+  c.par.global_batch_size = 64;
+  c.opt.precision = Precision::fp8;
+  c.opt.fp8_param_gather = true;
+  c.derive_and_check();
+  Config mx = c, tw = c, bf = c;
+  mx.opt.fp8_recipe = Fp8Recipe::mxfp8;
+  tw.opt.fp8_recipe = Fp8Recipe::tensorwise;
+  bf.opt.precision = Precision::bf16;
+  const double g_mx = compute_step_costs(mx).param_gather_us;
+  const double g_tw = compute_step_costs(tw).param_gather_us;
+  CHECK(g_mx == Approx(compute_step_costs(bf).param_gather_us));
+  CHECK(g_mx > 1.9 * g_tw);
+}
+
 TEST_CASE("selective recompute runs its modules' forward again, kernels and host time",
           "[cost][recompute]") {
   Config none = qwen(8, 1, 1, 8, 1);
