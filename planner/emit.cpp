@@ -191,6 +191,8 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "model.cuda_graph_impl=" << model::to_string(o.cuda_graph_impl) << "\n";
   if (o.cuda_graph_impl != CudaGraphImpl::none && !o.cuda_graph_modules.empty())
     os << "model." << graph_key(ctx) << "=" << list_value(o.cuda_graph_modules) << "\n";
+  if (o.attention_backend != model::AttentionBackend::automatic)
+    os << "model.attention_backend=" << model::to_string(o.attention_backend) << "\n";
   os << "model.attention_dropout=" << o.attention_dropout << "\n";
   os << "model.hidden_dropout=" << o.hidden_dropout << "\n";
   os << "mixed_precision=" << bridge_mixed_precision(c) << "\n" << mixed_precision_notes(c, "#");
@@ -277,6 +279,7 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     } else if (k == "model.overlap_dispatch_backward_with_experts_wgrad")
       o.overlap_dispatch_backward_with_experts_wgrad = to_bool(v, w);
     else if (k == "model.attention_dropout") o.attention_dropout = to_double(v, w);
+    else if (k == "model.attention_backend") o.attention_backend = model::parse_attention_backend(v, w);
     else if (k == "model.hidden_dropout") o.hidden_dropout = to_double(v, w);
     else if (k == "mixed_precision") apply_mixed_precision(o, v, w);
     else if (k == "comm_overlap.overlap_moe_expert_parallel_comm")

@@ -58,6 +58,7 @@ std::vector<Config> sample_configs() {
   b.opt.distributed_optimizer = false;
   b.opt.overlap_grad_reduce = false;
   b.opt.cuda_device_max_connections = 1;
+  b.opt.attention_backend = model::AttentionBackend::unfused;
   v.push_back(b);
   Config f4 = test::make_config("qwen3-30b-a3b", "gb200", 16, 1, 1, 1, 8, 256);
   f4.opt.precision = model::Precision::nvfp4;
