@@ -5,8 +5,9 @@ Each row of megatron_ci_runs.jsonl carries the arguments Megatron-LM's functiona
 ("args": flag -> value; true for a store-true flag). This writes each as the command line a user
 would have (one flag per continued line), runs `epo predict --mlm-args FILE --gpus N --hardware H
 --fast` on it, and counts what the reader says: flags read, ignored (no effect on the prediction),
-not modelled (they change the real run where the model does not follow), unknown, and whether a prediction came out (exit 0) or the configuration was refused (exit 3) or
-not read (exit 2), with the first line of the reason.
+not modelled (they change the real run where the model does not follow), unknown, and whether a
+prediction came out (exit 0) or the configuration was refused (exit 3) or not read (exit 2), with
+the first line of the reason.
 
   EPO_BIN=build/cli/epo python3 bench/megatron_ci_args.py megatron_ci_runs.jsonl [--json OUT]
 """

@@ -27,7 +27,8 @@ double first_forward_us(const Config& cfg, const StepCosts& sc) {
   const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
   const double layers = static_cast<double>(decoder) / std::max(1, cfg.par.pp);
   const double dense = std::min(layers, static_cast<double>(m.first_k_dense_layers));
-  return (forward_ns(sc.moe_layer) * (layers - dense) + forward_ns(sc.dense_layer) * dense) / 1000.0;
+  return (forward_ns(sc.moe_layer) * (layers - dense) + forward_ns(sc.dense_layer) * dense) /
+         1000.0;
 }
 
 double ring_time_us(const HardwareProfile& hw, double bytes, int n, bool over_network) {

@@ -279,7 +279,8 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     } else if (k == "model.overlap_dispatch_backward_with_experts_wgrad")
       o.overlap_dispatch_backward_with_experts_wgrad = to_bool(v, w);
     else if (k == "model.attention_dropout") o.attention_dropout = to_double(v, w);
-    else if (k == "model.attention_backend") o.attention_backend = model::parse_attention_backend(v, w);
+    else if (k == "model.attention_backend")
+      o.attention_backend = model::parse_attention_backend(v, w);
     else if (k == "model.hidden_dropout") o.hidden_dropout = to_double(v, w);
     else if (k == "mixed_precision") apply_mixed_precision(o, v, w);
     else if (k == "comm_overlap.overlap_moe_expert_parallel_comm")

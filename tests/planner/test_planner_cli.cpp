@@ -96,7 +96,8 @@ TEST_CASE("epo validate --mlm-args: Megatron-LM's rules unless --frontend says o
   CHECK(has(mlm.out, "(mlm, Megatron main"));
   CHECK(has(mlm.out, "MCORE-OFFLOAD-ATTN-PROJ"));
   CHECK(has(mlm.out, "not modelled: fine_grained_activation_offloading"));
-  const Run bridge = run_epo("validate --mlm-args " + path + " --gpus 8 --cdmc 32 --frontend bridge");
+  const Run bridge =
+      run_epo("validate --mlm-args " + path + " --gpus 8 --cdmc 32 --frontend bridge");
   CHECK(has(bridge.out, "(bridge, Megatron main"));
   CHECK(has(bridge.out, "MCORE-OFFLOAD-ATTN-PROJ"));
   std::remove(path.c_str());
