@@ -1,11 +1,16 @@
 #pragma once
 // Internal to calibration/: reading the loosely typed fields of published-runs files (a published
-// figure may be a number, null, or a string that starts with the number) and their JSON lines.
+// figure may be a number, null, or a string that starts with the number) and their JSON lines;
+// the A/B pairs' report text.
 #include <functional>
 #include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+namespace epo::calib {
+struct PublishedReport;
+}
 
 namespace epo::calib::detail {
 
@@ -29,5 +34,9 @@ std::string str_field(const nlohmann::json& j, const char* key);
 /// line that is not a JSON object is an input error naming the file and line.
 void for_each_json_line(const std::string& path,
                         const std::function<void(const nlohmann::json&, int)>& each);
+
+/// The A/B pairs of a report as text: each pair, then the repeats of one pair merged
+/// (published_pairs.cpp); "" without pairs.
+std::string pairs_text(const PublishedReport& rep);
 
 }  // namespace epo::calib::detail

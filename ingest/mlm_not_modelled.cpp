@@ -21,9 +21,12 @@ bool turned_on(const std::string& value) {
 }  // namespace
 
 std::string not_modelled_reason(const std::string& dest, const std::string& value) {
+  static const char* const kFp8Attention = "FP8 attention; the model costs attention in BF16";
+  static const char* const kFsdp =
+      "FSDP; costed as the distributed optimizer, without FSDP's per-layer parameter gathers";
   static const std::map<std::string, const char*> kReasons = {
-      {"fp8_dot_product_attention", "FP8 attention; the model costs attention in BF16"},
-      {"fp8_multi_head_attention", "FP8 attention; the model costs attention in BF16"},
+      {"fp8_dot_product_attention", kFp8Attention},
+      {"fp8_multi_head_attention", kFp8Attention},
       {"tp_comm_overlap",
        "Transformer Engine's tensor-parallel communication overlap; the model costs the TP "
        "all-gathers and reduce-scatters exposed"},
@@ -33,15 +36,9 @@ std::string not_modelled_reason(const std::string& dest, const std::string& valu
        "optimizer states on the host; the model keeps them, and their step, on the GPU"},
       {"fine_grained_activation_offloading",
        "the memory the offloaded modules free is modelled, the host transfers' time is not"},
-      {"use_megatron_fsdp",
-       "Megatron-FSDP; costed as the distributed optimizer, without FSDP's per-layer parameter "
-       "gathers"},
-      {"use_custom_fsdp",
-       "Megatron-FSDP; costed as the distributed optimizer, without FSDP's per-layer parameter "
-       "gathers"},
-      {"use_torch_fsdp2",
-       "PyTorch FSDP2; costed as the distributed optimizer, without FSDP's per-layer parameter "
-       "gathers"},
+      {"use_megatron_fsdp", kFsdp},
+      {"use_custom_fsdp", kFsdp},
+      {"use_torch_fsdp2", kFsdp},
   };
   const auto it = kReasons.find(dest);
   if (it == kReasons.end() || !turned_on(value)) return "";

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 
-#include <cstdio>
 #include "model/fast_path.hpp"
 #include "model/simulate.hpp"
 

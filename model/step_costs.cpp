@@ -215,22 +215,21 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     // inside an instance (DP-consecutive ranks), then the instance's shard is all-reduced across
     // the instances (param_and_grad_buffer.py, start_grad_sync).
     const int inst = cfg.opt.optimizer_instances();
-    auto reduce_us = [&](double params, int group, int ranks_per_member, bool net,
-                         double bytes_per_param) {
+    auto reduce_us = [&](double params, int group, int ranks_per_member, bool net) {
       const int intra = std::max(1, group / inst);
       const bool intra_net = net && intra * ranks_per_member > domain;
-      double t = ring_time_us(cfg.hw, params * bytes_per_param / 2, intra, intra_net) * 2;
+      double t = ring_time_us(cfg.hw, params * per_param / 2, intra, intra_net) * 2;
       if (inst > 1 && group >= inst)
-        t += ring_time_us(cfg.hw, params * bytes_per_param / 2 / intra, inst, net) * 2;
+        t += ring_time_us(cfg.hw, params * per_param / 2 / intra, inst, net) * 2;
       return t;
     };
     Component d;
     d.name = "dp.dense";
-    d.duration_us = reduce_us(g.dense, dense_group, p.tp, dense_net, per_param);
+    d.duration_us = reduce_us(g.dense, dense_group, p.tp, dense_net);
     (dense_net ? d.net_bytes : d.nvl_bytes) = dense_group > 1 ? g.dense * per_param : 0;
     Component e;
     e.name = "dp.expert";
-    e.duration_us = reduce_us(g.expert, expert_group, p.ep * p.etp, expert_net, per_param);
+    e.duration_us = reduce_us(g.expert, expert_group, p.ep * p.etp, expert_net);
     (expert_net ? e.net_bytes : e.nvl_bytes) = expert_group > 1 ? g.expert * per_param : 0;
     if (cfg.virtual_ranks > 0) d = e = Component{};  // ranks on one GPU share no gradients to reduce
     // The dense and the expert all-gathers (inside an optimizer instance), one after the other.
@@ -239,7 +238,8 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
       return ring_time_us(cfg.hw, params * gathered, intra,
                           net && intra * ranks_per_member > domain);
     };
-    if (dist && cfg.virtual_ranks <= 0) {
+    // The gather follows the optimizer step, which a decoder-only run (epo run) does not take.
+    if (dist && !cfg.decoder_only && cfg.virtual_ranks <= 0) {
       const double gather = gather_us(g.dense, dense_group, p.tp, dense_net) +
                             gather_us(g.expert, expert_group, p.ep * p.etp, expert_net);
       // Overlapped, each layer's forward waits for its bucket: the first bucket (Megatron-Core's

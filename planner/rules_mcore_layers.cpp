@@ -1,6 +1,8 @@
 // Megatron-Core TransformerConfig.__post_init__: recompute consistency and CUDA-graph scopes, each
 // rule at its own line of transformer_config.py (main), registered in source order so that the
 // first error epo reports is the first check Megatron raises.
+#include <initializer_list>
+
 #include "planner/rules_common.hpp"
 
 namespace epo::planner::rules {
@@ -28,6 +30,14 @@ std::string unknown_of(const std::vector<std::string>& v, const std::vector<std:
   for (const auto& m : v)
     if (std::find(allowed.begin(), allowed.end(), m) == allowed.end()) bad += (bad.empty() ? "" : ",") + m;
   return bad;
+}
+/// The names of `v` among `names`, comma-separated ("" when none); allocates only on a match.
+std::string among(const std::vector<std::string>& v, std::initializer_list<const char*> names) {
+  std::string out;
+  for (const auto& m : v)
+    for (const char* n : names)
+      if (m == n) out += (out.empty() ? "" : ",") + m;
+  return out;
 }
 const std::vector<std::string> kRecomputeModules = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
                                                     "mlp", "moe", "shared_experts"};
@@ -143,12 +153,13 @@ void add_mcore_offload_rules(std::vector<Rule>& out) {
   add(out, "MCORE-OFFLOAD-MODULES-UNKNOWN", kError, EPO_TC("2143-2147"), since(V::core_v0_16),
       kBothFrontends,
       [](const Config& c, const ValidationContext& x) -> std::string {
-        // fused_group_mlp from core_v0.19 on, gdp_qkv on main (a mixer EPO does not model).
-        std::vector<std::string> allowed = {"core_attn", "attn_proj", "expert_fc1", "moe_act",
-                                            "attn_norm", "mlp_norm",  "qkv_linear"};
-        if (x.megatron >= V::core_v0_19) allowed.push_back("fused_group_mlp");
-        if (x.megatron == V::main) allowed.push_back("gdp_qkv");
-        const std::string bad = unknown_of(c.opt.offload_modules, allowed);
+        // A name no release takes is refused with the inputs (limits::kOffloadModules); of the
+        // rest, fused_group_mlp comes with core_v0.19 and gdp_qkv with main.
+        const auto& v = c.opt.offload_modules;
+        const std::string bad = x.megatron == V::main ? ""
+                                : x.megatron >= V::core_v0_19
+                                    ? among(v, {"gdp_qkv"})
+                                    : among(v, {"fused_group_mlp", "gdp_qkv"});
         if (bad.empty()) return "";
         return cat("Invalid choices for offload_modules: ", bad);
       },
@@ -168,9 +179,8 @@ void add_mcore_offload_rules(std::vector<Rule>& out) {
       since(V::core_v0_19), kBothFrontends,
       [](const Config& c, const ValidationContext&) -> std::string {
         if (!selective(c) || !recomputes(c, "moe")) return "";
-        const std::string inside = unknown_of(
-            c.opt.offload_modules, {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
-                                    "mlp_norm", "gdp_qkv"});  // those inside the MoE layer
+        const std::string inside =
+            among(c.opt.offload_modules, {"moe_act", "expert_fc1", "fused_group_mlp"});
         if (inside.empty()) return "";
         return cat("Cannot offload ", inside, " while recomputing the entire MoE layer");
       },
