@@ -64,6 +64,7 @@ struct ComparedRow {
   double error_pct;
   std::string metric;  ///< which figure error_pct compares
   std::string split;   ///< "fit", "held-out" or "" (no split)
+  std::string note;    ///< why error_pct compares another figure than TFLOP/s ("" none)
   ComparedRow();
 };
 

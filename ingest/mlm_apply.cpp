@@ -2,6 +2,7 @@
 // the settings that depend on several arguments (query groups, FFN widths, vocabulary, layer
 // pattern, dispatcher backend, CUDA-graph scope, GPUs).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -81,6 +82,60 @@ void finish_hybrid(TableState& s, const std::map<std::string, Value>& given) {
                                  " ignored (as Megatron-LM does)");
 }
 
+/// Sliding-window attention: Megatron's window_size "(left, right)" (a query sees left + right + 1
+/// keys) and window_attn_skip_freq, an integer N (every N-th layer full) or a list expression of
+/// 1 (windowed) and 0 (full), kept as the integer with the same share of full layers.
+void finish_window(TableState& s, const std::map<std::string, Value>& given) {
+  auto& m = s.c.model;
+  if (given.count("window_size")) {
+    const Value& v = given.at("window_size");
+    std::string t;
+    for (char ch : s.window)
+      if (ch != '(' && ch != ')' && ch != '[' && ch != ']' && ch != ' ' && ch != '"' && ch != '\'')
+        t += ch;
+    m.window_size = 0;
+    if (!t.empty() && t != "None") {
+      long long keys = 1;
+      std::size_t at = 0;
+      for (int side = 0; side < 2; ++side) {
+        const std::size_t end = t.find(',', at);
+        const std::string part = t.substr(at, end == std::string::npos ? end : end - at);
+        const long long n = Value(part, v.where()).integer(-1);
+        EPO_REQUIRE_INPUT(n >= -1 && n <= (1 << 24), v.where(), ": '", v.raw(),
+                          "' is not a window (allowed: two integers 'left,right', each -1..2^24)");
+        // -1 (no limit on that side) leaves the causal side unbounded: full attention.
+        if (n < 0 && side == 0) keys = -1;
+        if (keys > 0) keys += std::max(0LL, n);
+        if (end == std::string::npos) break;
+        at = end + 1;
+      }
+      if (keys > 0) m.window_size = static_cast<int>(keys);
+    }
+  }
+  m.window_attn_skip_freq = 0;
+  if (!s.window_skip.empty() && m.window_size > 0) {
+    const Value& v = given.at("window_attn_skip_freq");
+    const std::string& t = s.window_skip;
+    if (t.find_first_not_of("0123456789 ") == std::string::npos) {
+      const long long n = v.integer(0);
+      EPO_REQUIRE_INPUT(n >= 0 && n <= 1000, v.where(), ": '", v.raw(),
+                        "' is not a layer frequency (allowed: 0..1000 or a list)");
+      m.window_attn_skip_freq = static_cast<int>(n);
+    } else {
+      const std::vector<int> pat = moe_layer_pattern(t, m.num_layers, v.where());
+      const int full = static_cast<int>(std::count(pat.begin(), pat.end(), 0));
+      if (full > 0) {
+        m.window_attn_skip_freq = std::max(1, static_cast<int>(std::lround(
+                                                  static_cast<double>(m.num_layers) / full)));
+        if (m.windowed_layers() != m.num_layers - full && s.report)
+          s.report->warnings.push_back(
+              v.where() + ": " + std::to_string(full) + " full-attention layers modelled as every " +
+              std::to_string(m.window_attn_skip_freq) + "-th layer");
+      }
+    }
+  }
+}
+
 void finish_model(TableState& s, bool from_args, const std::map<std::string, Value>& given) {
   auto& m = s.c.model;
   auto has = [&](const char* k) { return given.count(k) > 0; };
@@ -125,6 +180,8 @@ void finish_model(TableState& s, bool from_args, const std::map<std::string, Val
   }
   if (m.num_experts == 0) m.first_k_dense_layers = 0;
   if (!s.hybrid_pattern.empty()) finish_hybrid(s, given);
+  if (has("window_size") || has("window_attn_skip_freq")) finish_window(s, given);
+  else if (from_args) m.window_size = m.window_attn_skip_freq = 0;
 }
 
 void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {

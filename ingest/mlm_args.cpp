@@ -136,6 +136,10 @@ std::string emit_mlm_model_args(const model::ModelSpec& m) {
   }
   if (m.mtp_num_layers > 0) num("--mtp-num-layers", m.mtp_num_layers);
   if (m.moe_latent_size > 0) num("--moe-latent-size", m.moe_latent_size);
+  if (m.window_size > 0) {
+    a.push_back("--window-size " + std::to_string(m.window_size - 1) + ",0");
+    if (m.window_attn_skip_freq > 0) num("--window-attn-skip-freq", m.window_attn_skip_freq);
+  }
   if (m.hybrid.enabled()) {
     const model::HybridSpec& y = m.hybrid;
     a.push_back("--is-hybrid-model");

@@ -117,6 +117,8 @@ const std::vector<Row>& table_rows() {
       {"moe_router_group_topk", [](S& s, const V& v) { s.c.model.router_group_topk = to_int(v); }},
       {"moe_layer_freq", [](S& s, const V& v) { s.layer_freq = v.text(); }},
       {"mtp_num_layers", [](S& s, const V& v) { s.c.model.mtp_num_layers = to_int(v); }},
+      {"window_size", [](S& s, const V& v) { s.window = v.is_none() ? "" : v.text(); }},
+      {"window_attn_skip_freq", [](S& s, const V& v) { s.window_skip = v.is_none() ? "" : v.text(); }},
       {"swiglu", [](S& s, const V& v) { s.c.model.gated_linear_unit = v.boolean(); }},
       {"moe_router_score_function", score_function},
       {"vocab_size", [](S& s, const V& v) { s.vocab = to_int(v); }},

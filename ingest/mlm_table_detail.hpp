@@ -19,6 +19,9 @@ struct TableState {
   int vocab = 0, padded_vocab = 0, vocab_divisible = 0;
   bool vocab_file = false;
   std::string tokenizer, layer_freq, graph_scope, flex_backend;
+  /// Sliding-window attention: --window-size as given and --window-attn-skip-freq (integer or
+  /// list expression); finish_model turns them into the model's window.
+  std::string window, window_skip;
   /// Hybrid models: the pattern as given ('|' stage breaks, '/' MTP depths) and Mamba sizes
   /// (0: Megatron's default).
   std::string hybrid_pattern;

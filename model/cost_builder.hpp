@@ -222,18 +222,39 @@ class Builder {
       c.num_kernels = factor > 1.0 ? 6 : 3;
       c.duration_us = timed(c.flops / rate + memory_time_us(hw_, passes * elems * 2.0),
                             c.num_kernels);
-    } else if (hw_.attn_fwd_efficiency > 0 && hw_.attn_bwd_efficiency > 0) {
-      // Measured fused-attention rates at a 4,096-token sequence, forward or backward (factor
-      // above 1: the backward's recomputed scores and three gradients).
-      const double eff = factor > 1.0 ? hw_.attn_bwd_efficiency : hw_.attn_fwd_efficiency;
-      const double hs = hw_.attn_half_seq;
-      const double seq_scale = hs > 0 ? (S / (S + hs)) / (4096.0 / (4096.0 + hs)) : 1.0;
-      const double rate = hw_.peak_tflops(false) * std::min(0.95, eff * seq_scale);
-      c.duration_us = timed(c.flops / (rate * 1e6), 1);
     } else {
-      c.duration_us = timed(c.flops / (tflops * 1e6), 1);
+      // Sliding-window layers (a share of the layers, see windowed_share()): the fused kernel
+      // visits whole tiles of 128 keys, so a band of W keys costs W + 128 keys a query where
+      // causal attention costs S/2; it runs at the rate of a causal sequence of twice that.
+      const double win = windowed_share();
+      const double band = std::min(S / 2, m_.window_size + 128.0);
+      const double full_flops = c.flops * (1 - win), band_flops = c.flops * win * band / (S / 2);
+      c.flops = full_flops + band_flops;
+      double t = 0;
+      if (hw_.attn_fwd_efficiency > 0 && hw_.attn_bwd_efficiency > 0) {
+        // Measured fused-attention rates at a 4,096-token sequence, forward or backward (factor
+        // above 1: the backward's recomputed scores and three gradients).
+        const double eff = factor > 1.0 ? hw_.attn_bwd_efficiency : hw_.attn_fwd_efficiency;
+        const double hs = hw_.attn_half_seq;
+        auto rate = [&](double seq) {
+          const double seq_scale = hs > 0 ? (seq / (seq + hs)) / (4096.0 / (4096.0 + hs)) : 1.0;
+          return hw_.peak_tflops(false) * std::min(0.95, eff * seq_scale) * 1e6;
+        };
+        t = full_flops / rate(S) + (band_flops > 0 ? band_flops / rate(2 * band) : 0.0);
+      } else {
+        const double band_tflops = gemm_tflops(hw_, T, 2 * band, std::min(dqk, dv), false);
+        t = full_flops / (tflops * 1e6) + (band_flops > 0 ? band_flops / (band_tflops * 1e6) : 0.0);
+      }
+      c.duration_us = timed(t, 1);
     }
     return c;
+  }
+
+  /// Share of the decoder layers whose attention is windowed (Megatron's fused attention skips
+  /// the keys outside the window; its unfused path and the executor mask them instead).
+  double windowed_share() const {
+    if (m_.num_layers <= 0) return 0.0;
+    return static_cast<double>(m_.windowed_layers()) / m_.num_layers;
   }
 
   /// Token exchange inside the EP group. `pairs_per_token` = copies of a token sent (topk for

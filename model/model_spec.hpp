@@ -77,6 +77,12 @@ struct ModelSpec {
   /// Latent MoE (Nemotron 3 Super/Ultra): tokens are projected to this width before the
   /// dispatch, the experts run on it, the combine returns it; 0 = the hidden size.
   int moe_latent_size = 0;
+  /// Sliding-window attention (gpt-oss): the keys one query sees, itself included (Megatron's
+  /// window_size (left, right) as left + right + 1); 0 = full causal attention.
+  int window_size = 0;
+  /// With a window: every this-many-th layer keeps full attention (Megatron's integer
+  /// window_attn_skip_freq: layer numbers it divides); 0 = every layer windowed.
+  int window_attn_skip_freq = 0;
   HybridSpec hybrid;
   std::map<std::string, std::string> sources;  ///< field name -> where its value was published
 
@@ -89,6 +95,12 @@ struct ModelSpec {
     return hybrid.enabled() ? static_cast<int>(hybrid.pattern.size()) : num_layers;
   }
   bool is_moe_layer(int layer) const { return layer >= first_k_dense_layers; }
+  /// Decoder layers whose attention is windowed.
+  int windowed_layers() const {
+    if (window_size <= 0) return 0;
+    const int n = num_layers;
+    return window_attn_skip_freq > 0 ? n - n / window_attn_skip_freq : n;
+  }
 };
 
 }  // namespace epo::model

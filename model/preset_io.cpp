@@ -56,6 +56,8 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
     throw EPO_INPUT_ERROR(where, ": key 'score_function' has value \"", sf,
                           "\" (allowed: softmax, sigmoid)");
   m.gated_linear_unit = r.get_bool("gated_linear_unit", true);
+  m.window_size = r.get_int("window_size", 0, 0, 1 << 24);
+  m.window_attn_skip_freq = r.get_int("window_attn_skip_freq", 0, 0, 1000);
   // The hybrid sizes' ranges are checked once, by apply_hybrid_pattern, for every reader (this
   // file's and Megatron-LM arguments').
   constexpr int kAny = std::numeric_limits<int>::max();
@@ -182,6 +184,10 @@ nlohmann::json to_json(const ModelSpec& m) {
   j["score_function"] = m.score_function == ScoreFunction::sigmoid ? "sigmoid" : "softmax";
   j["gated_linear_unit"] = m.gated_linear_unit;
   if (m.moe_latent_size > 0) put("moe_latent_size", m.moe_latent_size);
+  if (m.window_size > 0) {
+    put("window_size", m.window_size);
+    put("window_attn_skip_freq", m.window_attn_skip_freq);
+  }
   if (m.hybrid.enabled()) {
     const HybridSpec& y = m.hybrid;
     j["num_layers"] = m.published_layers();

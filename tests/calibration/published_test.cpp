@@ -74,6 +74,28 @@ TEST_CASE("the report keeps every row and compares like with like", "[published]
   CHECK(j["summary"]["error_pct"].contains("held-out"));
 }
 
+TEST_CASE("a row whose FLOPs per token another counter gave is compared as tokens/s",
+          "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  std::vector<PublishedRow> rows = load_published_runs(kRows, clusters);
+  rows.resize(1);
+  const ComparedRow first = compare_published(rows, Split(), true).rows[0];
+  const double ours = first.predicted.tflops_per_gpu / first.predicted.tokens_per_s_per_gpu;
+  // The publisher's count 1 % off ours (rounding): TFLOP/s compared.
+  rows[0].published.tokens_per_s_per_gpu = 205.0 / (ours * 1.01);
+  ComparedRow c = compare_published(rows, Split(), true).rows[0];
+  CHECK(c.metric == "tflops_per_gpu");
+  CHECK(c.note.empty());
+  // 10 % fewer FLOPs a token (a window counted, an MTP layer left out): tokens/s compared.
+  rows[0].published.tokens_per_s_per_gpu = 205.0 / (ours * 0.9);
+  c = compare_published(rows, Split(), true).rows[0];
+  CHECK(c.metric == "tokens_per_s_per_gpu");
+  CHECK(c.error_pct ==
+        Approx((c.predicted.tokens_per_s_per_gpu / rows[0].published.tokens_per_s_per_gpu - 1) * 100));
+  CHECK(c.note.find("90.0 %") != std::string::npos);
+}
+
 TEST_CASE("error statistics: median and 90th percentile of |error|", "[published]") {
   // |x| sorted: 1 2 3 4 10 -> median 3; p90 at position 3.6: 4 + 0.6 * 6 = 7.6; mean (1-2+3-4+10)/5
   const ErrorStats s = error_stats({1, -2, 3, -4, 10, NAN});

@@ -109,6 +109,8 @@ void check_same_model(const model::ModelSpec& a, const model::ModelSpec& b) {
   CHECK(a.first_k_dense_layers == b.first_k_dense_layers);
   CHECK(a.mtp_num_layers == b.mtp_num_layers);
   CHECK(a.score_function == b.score_function);
+  CHECK(a.window_size == b.window_size);
+  CHECK(a.window_attn_skip_freq == b.window_attn_skip_freq);
   CHECK(a.gated_linear_unit == b.gated_linear_unit);
   CHECK(a.moe_latent_size == b.moe_latent_size);
   CHECK(a.hybrid.pattern == b.hybrid.pattern);

@@ -275,3 +275,31 @@ TEST_CASE("settings no argument names are listed with the value taken") {
                                "overrides", br);
   CHECK(br.assumed.empty());
 }
+
+TEST_CASE("sliding windows: --window-size and --window-attn-skip-freq as Megatron-LM reads them") {
+  const std::string args = kSmallMoeArgs;
+  model::Config base = test::blank_base(test::sample_config("gpt-oss-120b", 0));
+  ReadReport r;
+  // (left, right): a query sees left + right + 1 keys; an integer N keeps every N-th layer full.
+  const model::Config w = config_from_mlm_args(
+      base, args + "--window-size 127,0 --window-attn-skip-freq 2", "w.sh", r);
+  CHECK(w.model.window_size == 128);
+  CHECK(w.model.window_attn_skip_freq == 2);
+  CHECK(w.model.windowed_layers() == 2);
+  // A list of 1 (windowed) and 0 (full): its share of full layers.
+  const model::Config l = config_from_mlm_args(
+      base, args + "--window-size '(127, 0)' --window-attn-skip-freq '[1,1,1,0]'", "l.sh", r);
+  CHECK(l.model.window_size == 128);
+  CHECK(l.model.windowed_layers() == 3);
+  // -1 on the causal side: no window.
+  CHECK(config_from_mlm_args(base, args + "--window-size -1,0", "n.sh", r).model.window_size == 0);
+  // An architecture in the arguments without a window is full attention, whatever the base.
+  CHECK(config_from_mlm_args(base, args, "f.sh", r).model.window_size == 0);
+  CHECK_THROWS_AS(config_from_mlm_args(base, args + "--window-size abc", "bad.sh", r), Error);
+  // Bridge names the same fields.
+  const model::Config b = config_from_bridge_overrides(
+      test::sample_config("qwen3-30b-a3b", 0),
+      "model.window_size=[127,0]\nmodel.window_attn_skip_freq=4\n", "o", r);
+  CHECK(b.model.window_size == 128);
+  CHECK(b.model.windowed_layers() == 48 - 12);
+}
