@@ -1,5 +1,6 @@
 #include "ingest/training_log.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <regex>
@@ -19,7 +20,14 @@ double to_d(const std::string& s) {
   const double v = std::strtod(s.c_str(), nullptr);
   return std::isfinite(v) && v >= 0 ? v : kNotPrinted;
 }
-long long to_ll(const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); }
+/// A printed count (iteration, samples, batch size, skipped iterations): 0 to 2^53 (exact in a
+/// double, so differences of two never overflow); anything else counts as not printed (-1).
+constexpr long long kMaxLogCount = 1LL << 53;
+long long to_ll(const std::string& s) {
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), nullptr, 10);
+  return errno == 0 && v >= 0 && v <= kMaxLogCount ? v : -1;
+}
 
 
 // Where a terminal wrapped a record and trailing blanks were trimmed, the blank between two words
@@ -176,8 +184,11 @@ TrainingLog read_training_log(const std::string& text) {
     if (s.find("train_step_timing") != std::string::npos && find(s, p.bar_iter, m)) {
       nemo_iteration(s, m, l.number, log);
       std::smatch g;  // the bar counts batches of the epoch; global_step counts optimizer steps
-      if (find(s, p.bar_global_step, g))
-        log.iterations.back().iteration = std::llround(to_d(g[1])) + 1;
+      if (find(s, p.bar_global_step, g)) {
+        const double step = to_d(g[1]);
+        log.iterations.back().iteration =
+            !std::isnan(step) && step < kMaxLogCount ? std::llround(step) + 1 : -1;
+      }
       continue;
     }
     if (find(s, p.megatron_iter, m) && s.find("elapsed") != std::string::npos) {

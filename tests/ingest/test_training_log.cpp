@@ -176,3 +176,25 @@ TEST_CASE("synthetic: truncated line, NaN loss, restart, text that is no log") {
   CHECK(st.step_time_ms == Approx(510.0));
   CHECK(read_training_log("hello\nworld\n").empty());
 }
+
+TEST_CASE("counts beyond 2^53 or negative read as not printed, never as arithmetic") {
+  const std::string text =
+      " iteration       10/     100 | consumed samples:          640 | elapsed time per iteration (ms): 900.0 | global batch size:    64 |\n"
+      " iteration 99999999999999999999/ 100 | consumed samples: -5 | elapsed time per iteration (ms): 500.0 | global batch size: 9223372036854775807 |\n"
+      " iteration       30/     100 | consumed samples:         1920 | elapsed time per iteration (ms): 510.0 | global batch size:    64 |\n";
+  const auto l = read_training_log(text);
+  REQUIRE(l.iterations.size() == 3);
+  CHECK(l.iterations[1].iteration == -1);
+  CHECK(l.iterations[1].consumed_samples == -1);
+  CHECK(l.iterations[1].global_batch_size == -1);
+  const auto st = steady_state(l);
+  CHECK(st.global_batch_size == 64);
+  CHECK_FALSE(st.used.empty());
+  // NeMo's progress bar: a global step past 2^53.
+  const auto bar = read_training_log(
+      "Epoch 0: : 10%|#  | 10/100 [01:00<11:00, reduced_train_loss=5.17, "
+      "global_step=99999999999999999999.0, consumed_samples=5120.0, train_step_timing in s=14.02]\n");
+  REQUIRE(bar.iterations.size() == 1);
+  CHECK(bar.iterations[0].iteration == -1);
+  (void)steady_state(bar);
+}

@@ -129,7 +129,8 @@ TEST_CASE("context parallelism moves a Mamba mixer's scan inputs and output by a
   Config cp2 = hybrid_config("nemotron-3-nano", 16, 8);
   cp2.par.cp = 2;
   cp2.derive_and_check();
-  const OpCost& f = compute_step_costs(cp2).moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  const StepCosts costs = compute_step_costs(cp2);
+  const OpCost& f = costs.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
   double sent = 0;
   for (const auto& c : f.parts)
     if (std::string(c.name) == "mamba.cp_alltoall") sent += c.nvl_bytes;
