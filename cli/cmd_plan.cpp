@@ -76,6 +76,57 @@ void apply_layout(model::Config& c, const std::string& s) {
 /// The configuration the search starts from: model, hardware, GPUs, sequence, batch and the
 /// options it does not vary. Without --layout any layout flags are ignored, so the base starts
 /// from the trivial layout (which always divides).
+/// Every setting a flag names is a fixed value of the search (without --layout: with it the
+/// layout is fixed whole and the flags set the base configuration's options).
+void fix_given_settings(const PlanArgs& a, planner::SearchSpec& spec) {
+  auto& f = spec.fixed;
+  const model::Options& o = spec.base.opt;
+  auto fix_int = [&](const char* flag, int value, int& slot, const char* name) {
+    if (!given(a.cfg, flag)) return;
+    slot = value;
+    f.said.push_back(std::string(name) + " " + std::to_string(value));
+  };
+  fix_int("--tp", a.cfg.tp, f.tp, "tp");
+  fix_int("--pp", a.cfg.pp, f.pp, "pp");
+  fix_int("--vpp", a.cfg.vpp, f.vpp, "vpp");
+  fix_int("--cp", a.cfg.cp, f.cp, "cp");
+  fix_int("--ep", a.cfg.ep, f.ep, "ep");
+  fix_int("--etp", a.cfg.etp, f.etp, "etp");
+  fix_int("--mbs", a.cfg.mbs, f.mbs, "mbs");
+  fix_int("--comm-sms", a.cfg.comm_sms, f.comm_sms, "comm SMs");
+  fix_int("--cdmc", a.cfg.cdmc, f.cdmc, "CUDA_DEVICE_MAX_CONNECTIONS");
+  for (const char* p : {"--pipeline-layout", "--first-stage-layers", "--last-stage-layers",
+                        "--account-for-embedding", "--account-for-loss"})
+    EPO_REQUIRE_INPUT(!given(a.cfg, p), p, " splits a fixed pipeline: give the layout with it ",
+                      "(--layout tp=..,pp=..,vpp=..), or leave it to the search");
+  if (given(a.cfg, "--dispatcher")) {
+    f.dispatcher = static_cast<int>(o.dispatcher);
+    f.said.push_back(std::string("dispatcher ") + model::to_string(o.dispatcher));
+  }
+  if (given(a.cfg, "--flex-backend")) {
+    f.backend = static_cast<int>(o.flex_backend);
+    if (f.dispatcher < 0) f.dispatcher = static_cast<int>(model::Dispatcher::flex);
+    f.said.push_back(std::string("flex backend ") + model::to_string(o.flex_backend));
+  }
+  auto fix_flag = [&](const char* flag, int& slot, const char* name) {
+    if (!given(a.cfg, flag)) return;
+    slot = 1;
+    f.said.push_back(name);
+  };
+  fix_flag("--overlap", f.overlap, "EP overlap on");
+  fix_flag("--delay-wgrad", f.delay_wgrad, "delayed wgrad");
+  fix_flag("--early-attn-release", f.early_release, "early attention release");
+  if (f.delay_wgrad > 0 || f.early_release > 0) f.overlap = 1;  // both need the overlap
+  for (const char* p : {"--recompute", "--recompute-modules", "--recompute-method",
+                        "--recompute-num-layers"})
+    if (given(a.cfg, p)) f.recompute = true;
+  if (f.recompute) f.said.push_back("recompute as given");
+  if (given(a.cfg, "--cuda-graph-impl") || given(a.cfg, "--cuda-graph-modules")) {
+    f.cuda_graphs = true;
+    f.said.push_back("CUDA graphs as given");
+  }
+}
+
 model::Config base_config(PlanArgs& a) {
   ConfigFlags f = a.cfg;
   const bool from_file = !f.config_file.empty();
@@ -192,6 +243,7 @@ int run_plan(PlanArgs& a) {
   // Megatron-LM arguments are checked by Megatron-LM's rules unless --frontend says otherwise.
   if (a.emit == "mlm" && !flag_given(a.cfg, "--frontend")) spec.ctx.frontend = planner::Frontend::mlm;
   spec.fixed_layout = !a.layout.empty();
+  if (!spec.fixed_layout) fix_given_settings(a, spec);
   spec.top_n = a.top;
   spec.threads = a.threads;
   spec.exhaustive = a.exhaustive;

@@ -92,6 +92,12 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
                ? ", TE's fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, op fuser)"
                : "")
        << "\n";
+  if (!spec.fixed.said.empty()) {
+    os << "fixed by the flags given (the search varies the rest):";
+    for (size_t i = 0; i < spec.fixed.said.size(); ++i)
+      os << (i ? ", " : " ") << spec.fixed.said[i];
+    os << "\n";
+  }
   long long rejected = 0;
   for (const auto& kv : r.rejected) rejected += kv.second;
   std::snprintf(line, sizeof line,

@@ -275,7 +275,7 @@ SearchResult search(const SearchSpec& spec) {
     res.skipped += o.skipped;
   }
   // The flex SM counts of what can be reported (8 per top plan covers the variants folded).
-  if (!spec.fixed_layout)
+  if (!spec.fixed_layout && spec.fixed.comm_sms < 0)
     detail::tune_flex_sms(spec, rules, cands, feas,
                           8 * static_cast<size_t>(std::max(1, spec.top_n)), threads,
                           res.evaluated);

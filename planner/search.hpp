@@ -34,6 +34,8 @@ struct Candidate {
   /// it where it runs (ETP 1, Blackwell, FP8), so a reused configuration does not carry another
   /// candidate's.
   std::uint8_t fused_grouped_mlp = 0;
+  /// CUDA_DEVICE_MAX_CONNECTIONS: 0 = what the emitters set for the candidate, else fixed.
+  std::int16_t cdmc = 0;
   /// recompute/cuda_graph value meaning "keep the base configuration's setting" (--layout).
   static constexpr std::uint8_t kKeep = 255;
 };
@@ -46,6 +48,18 @@ struct SearchSpec {
   model::Config base;
   ValidationContext ctx;
   bool fixed_layout = false;   ///< keep base's tp/pp/vpp/cp/ep/etp/mbs; choose only the options
+  /// Settings the user fixed one by one (`epo plan --dispatcher alltoall --ep 8 ...`): the search
+  /// varies only the others. 0 or -1 = searched.
+  struct Fixed {
+    int tp = 0, pp = 0, vpp = 0, cp = 0, ep = 0, etp = 0, mbs = 0;
+    int dispatcher = -1, backend = -1;             ///< model::Dispatcher, model::FlexBackend
+    int overlap = -1, delay_wgrad = -1, early_release = -1;  ///< 0 or 1
+    int comm_sms = -1;                             ///< flex SMs (0 = the backend's default)
+    int cdmc = 0;                                  ///< CUDA_DEVICE_MAX_CONNECTIONS
+    bool recompute = false, cuda_graphs = false;   ///< the base's recompute / graphs kept
+    /// What was fixed, for the report ("dispatcher alltoall, ep 8").
+    std::vector<std::string> said;
+  } fixed;
   int top_n = 10;
   int threads = 0;             ///< 0 = one per hardware thread
   /// Evaluate every candidate with the model first and filter afterwards (no early pruning):

@@ -46,6 +46,11 @@ std::vector<int> gen_cp(const Config& b, int tp) {
       v.push_back(cp);
   return v;
 }
+/// A dimension's values: the generated ones, or only the value a flag fixed.
+std::vector<int> fixed_or(int fixed, std::vector<int> generated) {
+  if (fixed > 0) return {fixed};
+  return generated;
+}
 /// Megatron's plain split or, where pp * vpp does not divide the layers, a balanced layout.
 bool splittable(const Config& b, int pp, int vpp) {
   return even_split_holds(b.model.num_layers, pp, vpp) ||
@@ -104,6 +109,7 @@ std::vector<std::pair<Dispatcher, FlexBackend>> gen_dispatch(const Config& b) {
 /// Flex backends at Megatron's default SM count (0); the search tunes the count afterwards for
 /// the plans it reports (planner/search_tune.cpp). A fixed layout tries every count at once.
 std::vector<int> gen_comm_sms(const SearchSpec& s, Dispatcher d, FlexBackend fb) {
+  if (d == Dispatcher::flex && s.fixed.comm_sms >= 0) return {s.fixed.comm_sms};
   if (d != Dispatcher::flex || !s.fixed_layout) return {0};
   return detail::flex_sm_counts(fb);
 }
@@ -190,7 +196,7 @@ void apply_candidate(Config& cfg, const Candidate& c) {
     o.cuda_graph_impl = CudaGraphImpl::none;
     o.cuda_graph_modules.clear();
   }
-  o.cuda_device_max_connections = recommended_cuda_device_max_connections(cfg);
+  o.cuda_device_max_connections = c.cdmc > 0 ? c.cdmc : recommended_cuda_device_max_connections(cfg);
   // The fused grouped MLP stays asked for only where it runs (ETP 1): a candidate says what it runs.
   o.fused_grouped_mlp = c.fused_grouped_mlp != 0;
   if (o.fused_grouped_mlp && !model::fused_grouped_mlp_runs(cfg)) o.fused_grouped_mlp = false;
@@ -234,17 +240,30 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
     layouts.push_back({b.par.tp, b.par.pp, b.par.vpp, b.par.cp, b.par.ep, b.par.etp,
                        b.par.micro_batch_size});
   } else {
-    for (int tp : gen_tp(b))
-      for (int cp : gen_cp(b, tp))
-        for (int pp : gen_pp(b, tp, cp))
-          for (int vpp : gen_vpp(b, pp))
+    const SearchSpec::Fixed& f = s.fixed;
+    auto free = [](int fixed, int v) { return fixed <= 0 || fixed == v; };
+    for (int tp : fixed_or(f.tp, gen_tp(b)))
+      for (int cp : fixed_or(f.cp, gen_cp(b, tp)))
+        for (int pp : fixed_or(f.pp, gen_pp(b, tp, cp)))
+          for (int vpp : fixed_or(f.vpp, gen_vpp(b, pp)))
             for (int etp : gen_etp(tp))
               for (int ep : gen_ep(b, tp, cp, pp, etp))
-                for (int mbs : gen_mbs(b, b.num_gpus / (tp * cp * pp)))
-                  layouts.push_back({tp, pp, vpp, cp, ep, etp, mbs});
+                for (int mbs : fixed_or(f.mbs, gen_mbs(b, b.num_gpus / (tp * cp * pp))))
+                  if (free(f.etp, etp) && free(f.ep, ep)) layouts.push_back({tp, pp, vpp, cp, ep, etp, mbs});
   }
-  const auto flags = gen_overlap(s);
-  const auto dispatch = gen_dispatch(b);
+  std::vector<OverlapFlags> flags;
+  for (const auto& f : gen_overlap(s))
+    if ((s.fixed.overlap < 0 || s.fixed.overlap == f.overlap) &&
+        (s.fixed.delay_wgrad < 0 || s.fixed.delay_wgrad == f.delay) &&
+        (s.fixed.early_release < 0 || s.fixed.early_release == f.early))
+      flags.push_back(f);
+  std::vector<std::pair<Dispatcher, FlexBackend>> dispatch;
+  if (s.fixed.dispatcher == static_cast<int>(Dispatcher::allgather))
+    dispatch.push_back({Dispatcher::allgather, FlexBackend::deepep});
+  for (const auto& [d, fb] : gen_dispatch(b))
+    if ((s.fixed.dispatcher < 0 || s.fixed.dispatcher == static_cast<int>(d)) &&
+        (s.fixed.backend < 0 || d != Dispatcher::flex || s.fixed.backend == static_cast<int>(fb)))
+      dispatch.push_back({d, fb});
   const bool mla = b.model.attention == model::AttentionKind::mla;
   for (const auto& l : layouts) {
     Candidate c;
@@ -256,6 +275,7 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
     c.etp = static_cast<std::int16_t>(l.etp);
     c.mbs = static_cast<std::int16_t>(l.mbs);
     c.fused_grouped_mlp = b.opt.fused_grouped_mlp;
+    c.cdmc = static_cast<std::int16_t>(s.fixed.cdmc);
     c.layout = s.fixed_layout ? Candidate::kKeep
                               : static_cast<std::uint8_t>(!even_split_holds(b.model.num_layers, l.pp, l.vpp));
     for (const auto& [d, fb] : dispatch) {
@@ -272,11 +292,14 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
           // Full-iteration graphs are not searched: what they save is the fitted per-op host
           // time, which on H100 stands in for costs the model lacks (the public EP-overlap A/B,
           // docs/measurements.md); a configuration given with --layout can still ask for one.
-          const int num_rc = s.fixed_layout ? 1 : mla ? 4 : 3, num_g = s.fixed_layout ? 1 : 2;
+          // A flag fixing recompute or graphs keeps the base's, as a fixed layout does.
+          const bool keep_rc = s.fixed_layout || s.fixed.recompute;
+          const bool keep_g = s.fixed_layout || s.fixed.cuda_graphs;
+          const int num_rc = keep_rc ? 1 : mla ? 4 : 3, num_g = keep_g ? 1 : 2;
           for (int rc = 0; rc < num_rc; ++rc) {
-            c.recompute = s.fixed_layout ? Candidate::kKeep : static_cast<std::uint8_t>(rc);
+            c.recompute = keep_rc ? Candidate::kKeep : static_cast<std::uint8_t>(rc);
             for (int g = 0; g < num_g; ++g) {
-              c.cuda_graph = s.fixed_layout ? Candidate::kKeep : static_cast<std::uint8_t>(g);
+              c.cuda_graph = keep_g ? Candidate::kKeep : static_cast<std::uint8_t>(g);
               out.push_back(c);
             }
           }

@@ -198,3 +198,20 @@ TEST_CASE("epo plan --layout: the pipeline split goes with the fixed layout") {
   CHECK(laid.out.find("tp2 pp8 vpp4") != std::string::npos);
   CHECK(laid.out.find("uneven") != std::string::npos);
 }
+
+TEST_CASE("epo plan: a setting a flag names is fixed, never silently searched over") {
+  const Run r = run_epo("plan --model tiny --gpus 8 --gbs 64 --hardware h100-sxm --dispatcher alltoall "
+                        "--ep 4 --cdmc 1 --emit json --out " + tmp_path("fixed.json"));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("fixed by the flags given (the search varies the rest): ep 4, "
+                   "CUDA_DEVICE_MAX_CONNECTIONS 1, dispatcher alltoall") != std::string::npos);
+  const auto j = epo::model::read_json_file(tmp_path("fixed.json"));
+  CHECK(j["config"]["options"]["dispatcher"] == "alltoall");
+  CHECK(j["config"]["parallel"]["ep"] == 4);
+  CHECK(j["config"]["options"]["cuda_device_max_connections"] == 1);
+  std::remove(tmp_path("fixed.json").c_str());
+  // A pipeline split without a layout to split: refused, with what to give.
+  const Run split = run_epo("plan --model tiny --gpus 8 --gbs 64 --pipeline-layout 'Et|tL'");
+  CHECK(split.code == 2);
+  CHECK(split.out.find("--layout") != std::string::npos);
+}

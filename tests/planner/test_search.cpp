@@ -155,6 +155,36 @@ TEST_CASE("a fixed layout only chooses dispatcher, backend, overlap flags and SM
   }
 }
 
+TEST_CASE("settings fixed one by one: the search varies only the others") {
+  SearchSpec s;
+  s.base = test::make_config("qwen3-30b-a3b", "h100-sxm", 16, 1, 1, 1, 1, 512);
+  const auto all = search(s);
+  REQUIRE_FALSE(all.top.empty());
+  s.fixed.dispatcher = static_cast<int>(model::Dispatcher::alltoall);
+  s.fixed.ep = 8;
+  s.fixed.overlap = 1;
+  s.fixed.cdmc = 1;
+  const auto r = search(s);
+  REQUIRE_FALSE(r.top.empty());
+  CHECK(r.generated < all.generated);
+  for (const auto& p : r.top) {
+    CHECK(p.cfg.opt.dispatcher == model::Dispatcher::alltoall);
+    CHECK(p.cfg.par.ep == 8);
+    CHECK(p.cfg.opt.overlap_moe_expert_parallel_comm);
+    CHECK(p.cfg.opt.cuda_device_max_connections == 1);
+  }
+  // A flex backend and SM count fixed: no other count is tried.
+  SearchSpec h;
+  h.base = s.base;
+  h.fixed.dispatcher = static_cast<int>(model::Dispatcher::flex);
+  h.fixed.backend = static_cast<int>(model::FlexBackend::hybridep);
+  h.fixed.comm_sms = 16;
+  for (const auto& p : search(h).top) {
+    CHECK(p.cfg.opt.flex_backend == model::FlexBackend::hybridep);
+    CHECK(p.cfg.opt.comm_sms == 16);
+  }
+}
+
 TEST_CASE("an infeasible space says what eliminated the most") {
   SearchSpec s;
   s.base = test::make_config("qwen3-30b-a3b", "h100-sxm", 8, 1, 1, 1, 1, 256);
