@@ -296,6 +296,7 @@ TEST_CASE("sliding windows: --window-size and --window-attn-skip-freq as Megatro
   // An architecture in the arguments without a window is full attention, whatever the base.
   CHECK(config_from_mlm_args(base, args, "f.sh", r).model.window_size == 0);
   CHECK_THROWS_AS(config_from_mlm_args(base, args + "--window-size abc", "bad.sh", r), Error);
+  CHECK_THROWS_AS(config_from_mlm_args(base, args + "--window-size 8388608,0", "big.sh", r), Error);
   // Bridge names the same fields.
   const model::Config b = config_from_bridge_overrides(
       test::sample_config("qwen3-30b-a3b", 0),
