@@ -39,6 +39,7 @@ std::string preset_for_model(const std::string& label, std::string* why) {
       {"kimi-k2", "kimi-k2"}, {"moonlight-16b", "moonlight-16b-a3b"},
       {"mixtral-8x7b", "mixtral-8x7b"}, {"mixtral-8x22b", "mixtral-8x22b"},
       {"qwen2-57b-a14b", "qwen2-57b-a14b"}, {"gpt-oss-120b", "gpt-oss-120b"},
+      {"gpt-oss-20b", "gpt-oss-20b"},
       {"nemotron-3-nano", "nemotron-3-nano"}, {"nemotron-3-super", "nemotron-3-super"},
       {"nemotron-3-ultra", "nemotron-3-ultra"}, {"nemotron3nano", "nemotron-3-nano"},
       {"nemotron-3.5-lightning", "nemotron-3-5-lightning"},

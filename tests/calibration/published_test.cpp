@@ -294,6 +294,15 @@ TEST_CASE("model labels name presets, or say which architecture is not modelled"
   CHECK(next.unsupported.find("gated delta-net") != std::string::npos);
   row["model"] = "Llama-3-70B";
   CHECK(map_published_row(row, clusters).unsupported.find("no model preset") != std::string::npos);
+  // gpt-oss as the performance summary and the recipes spell it.
+  for (const char* label : {"GPT OSS 120B", "gpt_oss_120b", "GPT-OSS-20B", "gpt_oss_20b"}) {
+    row["model"] = label;
+    const PublishedRow oss = map_published_row(row, clusters);
+    REQUIRE(oss.config);
+    CHECK(oss.model_preset == (std::string(label).find("120") != std::string::npos
+                                   ? "gpt-oss-120b" : "gpt-oss-20b"));
+    CHECK(oss.config->model.windowed_layers() > 0);
+  }
 }
 
 TEST_CASE("an NVFP4 row runs its recipe's precision: FP4 GEMMs, BF16 layers and modules",
