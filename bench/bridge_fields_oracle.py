@@ -10,10 +10,17 @@ training/mixed_precision.py and comm_overlap._target_ the CommOverlapConfig clas
 `epo plan --emit bridge` for each plan below and checks every key it writes.
 
   EPO_BIN=build/cli/epo python3 bench/bridge_fields_oracle.py --bridge BRIDGE_CHECKOUT \\
-      --megatron MEGATRON_CHECKOUT
+      --megatron MEGATRON_CHECKOUT [--record tests/data/bridge/config_fields.json]
+
+--record writes what the CPU test (tests/cli/test_cli_bridge_fields.cpp) checks every emitted
+override against: each section's fields with their annotations, the mixed-precision presets with
+the values their functions set (MixedPrecisionConfig.setup copies every one of its fields into the
+model, optimizer and DDP configs that have it, over any override), and the fields
+CommOverlapConfig.setup copies into those configs the same way (_CommOverlapConfig).
 """
 import argparse
 import ast
+import json
 import os
 import pathlib
 import subprocess
@@ -56,45 +63,128 @@ def read_classes(roots):
             for node in ast.walk(tree):
                 if not isinstance(node, ast.ClassDef):
                     continue
-                fields, bases = classes.setdefault(node.name, (set(), set()))
+                fields, bases = classes.setdefault(node.name, ({}, set()))
                 for b in node.bases:
                     name = b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", None)
                     if name:
                         bases.add(name)
                 for stmt in node.body:
                     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                        fields.add(stmt.target.id)
+                        fields.setdefault(stmt.target.id, ast.unparse(stmt.annotation))
     return classes
 
 
 def all_fields(classes, name, seen=None):
+    """field -> annotation of a class and its bases (the class's own annotation wins)."""
     seen = seen if seen is not None else set()
     if name in seen or name not in classes:
-        return set()
+        return {}
     seen.add(name)
     fields, bases = classes[name]
-    out = set(fields)
+    out = {}
     for b in bases:
-        out |= all_fields(classes, b, seen)
+        out.update(all_fields(classes, b, seen))
+    out.update(fields)
     return out
 
 
-def preset_functions(bridge):
+def mixed_precision_tree(bridge):
+    """The module of MixedPrecisionConfig: its fields' defaults and each preset function's values
+    (a MixedPrecisionConfig(...) call, another preset's result, then `cfg.field = value` lines)."""
     path = pathlib.Path(bridge, "src/megatron/bridge/training/mixed_precision.py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    def value(node):
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            return ast.unparse(node)  # e.g. torch.bfloat16, kept as written
+
+    defaults = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "MixedPrecisionConfig":
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                    defaults[st.target.id] = value(st.value) if st.value is not None else None
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    presets = {}
+
+    def evaluate(name):
+        if name in presets:
+            return presets[name]
+        values = dict(defaults)
+        for st in ast.walk(funcs[name]):
+            call = st.value if isinstance(st, (ast.Assign, ast.Return)) else None
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                if call.func.id == "MixedPrecisionConfig":
+                    values.update({k.arg: value(k.value) for k in call.keywords})
+                elif call.func.id in funcs:
+                    values.update(evaluate(call.func.id))
+        for st in funcs[name].body:
+            if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Attribute):
+                values[st.targets[0].attr] = value(st.value)
+        # MixedPrecisionConfig.finalize(): an unset fp8_param / fp4_param follows its *_gather.
+        for kind in ("fp8", "fp4"):
+            if values.get(kind + "_param") is None:
+                values[kind + "_param"] = values.get(kind + "_param_gather", False)
+        presets[name] = values
+        return values
+
+    for name, fn in funcs.items():
+        returns = ast.unparse(fn.returns) if fn.returns is not None else ""
+        if "MixedPrecisionConfig" in returns and not name.startswith("_") and \
+                name != "get_mixed_precision_config":
+            evaluate(name)
+    return sorted(defaults), presets
+
+
+def preset_functions(bridge):
+    return set(mixed_precision_tree(bridge)[1])
+
+
+def record(opts, classes, fields, path):
+    """Writes the config tree the CPU test reads (see the module's doc)."""
+    def commit(repo):
+        p = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
+                           text=True)
+        return p.stdout.strip() or "unknown"
+    mp_fields, presets = mixed_precision_tree(opts.bridge)
+    tree = {
+        "source": "Megatron-Bridge and Megatron-LM config dataclasses, read by "
+                  "bench/bridge_fields_oracle.py --record",
+        "bridge_commit": opts.bridge_commit or commit(opts.bridge),
+        "megatron_commit": opts.megatron_commit or commit(opts.megatron),
+        "sections": {s: dict(sorted(f.items())) for s, f in fields.items()},
+        "mixed_precision_fields": mp_fields,
+        "mixed_precision_presets": presets,
+        "comm_overlap_copied_fields": sorted(all_fields(classes, "_CommOverlapConfig")),
+    }
+    with open(path, "w") as f:
+        json.dump(tree, f, indent=1, sort_keys=False)
+        f.write("\n")
+    print("wrote %s: %d sections, %d presets" % (path, len(fields), len(presets)))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bridge", required=True, help="Megatron-Bridge checkout")
     ap.add_argument("--megatron", required=True, help="Megatron-LM checkout")
+    ap.add_argument("--record", help="write the config tree the CPU test checks against")
+    ap.add_argument("--bridge-commit", help="commit to record (a checkout without .git)")
+    ap.add_argument("--megatron-commit", help="commit to record (a checkout without .git)")
     opts = ap.parse_args()
     epo = os.environ.get("EPO_BIN", "build/cli/epo")
     classes = read_classes([pathlib.Path(opts.bridge, "src/megatron/bridge"),
                             pathlib.Path(opts.megatron, "megatron")])
-    fields = {s: set().union(*(all_fields(classes, c) for c in names))
-              for s, names in SECTIONS.items()}
+    fields = {}
+    for s, names in SECTIONS.items():
+        fields[s] = {}
+        for c in names:
+            for k, v in all_fields(classes, c).items():
+                fields[s].setdefault(k, v)
+    if opts.record:
+        record(opts, classes, fields, opts.record)
+        return 0
     presets = preset_functions(opts.bridge)
     bad_total = checked_total = 0
     for title, args in PLANS.items():
