@@ -96,6 +96,34 @@ TEST_CASE("a row whose FLOPs per token another counter gave is compared as token
   CHECK(c.note.find("90.0 %") != std::string::npos);
 }
 
+TEST_CASE("the GPT-OSS rows of Bridge's performance summary map to the preset, their recipes kept",
+          "[published]") {
+  // tests/data/published/gpt_oss_rows.jsonl: every GPT-OSS 120B row of Megatron-Bridge's
+  // performance summary, 25.11-26.08, with the recipe each release ran (a blind check: no
+  // cluster profile is fitted on them).
+  ClusterMap clusters;
+  const auto rows =
+      load_published_runs(std::string(EPO_EXAMPLE_DATA_DIR) + "/published/gpt_oss_rows.jsonl",
+                          clusters);
+  REQUIRE(rows.size() == 39);
+  int compared_on_tokens = 0, flex = 0, full_iteration = 0;
+  const PublishedReport rep = compare_published(rows, Split(), false);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    INFO(rows[i].id);
+    REQUIRE(rows[i].config.has_value());
+    CHECK(rows[i].model_preset == "gpt-oss-120b");
+    CHECK(rows[i].config->model.windowed_layers() == 18);
+    flex += rows[i].config->opt.dispatcher == model::Dispatcher::flex;
+    full_iteration += rows[i].config->opt.cuda_graph_impl == model::CudaGraphImpl::full_iteration;
+    // Bridge up to v0.4 counts GPT-OSS's experts without the GLU gate: about 79 % of Megatron-LM's
+    // count, so those rows are compared on tokens/s.
+    compared_on_tokens += rep.rows[i].metric == "tokens_per_s_per_gpu";
+  }
+  CHECK(compared_on_tokens == 39);
+  CHECK(flex == 12);  // the rows naming flex (HybridEP); 25 alltoall, 2 unpinned
+  CHECK(full_iteration == 6);
+}
+
 TEST_CASE("error statistics: median and 90th percentile of |error|", "[published]") {
   // |x| sorted: 1 2 3 4 10 -> median 3; p90 at position 3.6: 4 + 0.6 * 6 = 7.6; mean (1-2+3-4+10)/5
   const ErrorStats s = error_stats({1, -2, 3, -4, 10, NAN});
