@@ -200,6 +200,9 @@ nlohmann::json search_json(const planner::SearchSpec& spec, const planner::Searc
   for (const auto& p : r.pareto) pareto.push_back(plan_row(p));
   nlohmann::json references = nlohmann::json::array();
   const nlohmann::json comparisons = comparisons_json(r, references);
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const auto& v : planner::top_plan_warnings(spec, r))
+    warnings.push_back({{"id", v.id}, {"message", v.message}, {"source", v.source}});
   return {{"rank", 1},
           {"key", r.top.front().key},
           {"ranked_by", "tokens_per_s_per_gpu, ties by generation order"},
@@ -214,6 +217,7 @@ nlohmann::json search_json(const planner::SearchSpec& spec, const planner::Searc
           {"pareto", pareto},
           {"references", references},
           {"comparisons", comparisons},
+          {"warnings", warnings},
           {"capacity_bytes", r.top.front().pred.memory.capacity_bytes},
           {"context",
            {{"megatron", planner::to_string(spec.ctx.megatron)},

@@ -64,6 +64,14 @@ std::string format_plan_table(const std::vector<Plan>& plans) {
   return os.str();
 }
 
+std::vector<Violation> top_plan_warnings(const SearchSpec& spec, const SearchResult& r) {
+  std::vector<Violation> warned;
+  if (r.top.empty()) return warned;
+  for (Violation& v : validate(r.top.front().cfg, spec.ctx))
+    if (v.severity == Severity::warning) warned.push_back(std::move(v));
+  return warned;
+}
+
 std::string format_search_report(const SearchSpec& spec, const SearchResult& r) {
   std::ostringstream os;
   const auto& b = spec.base;
@@ -128,6 +136,15 @@ std::string format_search_report(const SearchSpec& spec, const SearchResult& r) 
     os << line;
   }
   const Plan& w = r.top.front();
+  // What `epo validate` warns about the winner (it passes every error rule, or it would not be a
+  // plan): settings that run but may lose speed, said beside the plan the user would take.
+  const std::vector<Violation> warned = top_plan_warnings(spec, r);
+  if (!warned.empty()) {
+    os << "\nWarnings on plan #1 (`epo validate` on its settings; the prediction above "
+          "includes what the model knows of each)\n";
+    for (const Violation& v : warned)
+      os << "  " << v.id << ": " << v.message << " (" << v.source << ")\n";
+  }
   os << "\nWhy the winner wins [" << w.key << "]\n";
   if (r.has_alltoall_no_overlap && r.best_alltoall_no_overlap.order != w.order)
     os << format_comparison(

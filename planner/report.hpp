@@ -10,5 +10,8 @@ namespace epo::planner {
 std::string format_search_report(const SearchSpec& spec, const SearchResult& r);
 /// One table of plans (rank, layout, dispatcher, flags, step, exposed, memory, tokens/s, MFU).
 std::string format_plan_table(const std::vector<Plan>& plans);
+/// The warnings `epo validate` gives on the top plan (settings that run but may lose speed); empty
+/// when there is no plan.
+std::vector<Violation> top_plan_warnings(const SearchSpec& spec, const SearchResult& r);
 
 }  // namespace epo::planner

@@ -115,6 +115,14 @@ std::string render_plan(const nlohmann::json& doc, const std::string& where) {
             " feasible. The chart shows "
             "the plans the search keeps: the top plans, the Pareto front and the reference plans.");
   if (doc.contains("prediction")) prediction_summary(page, doc["prediction"], where);
+  // Older plan files have no warnings; an empty list says validate found none.
+  if (s.contains("warnings") && !array(s, "warnings", where).empty()) {
+    page.heading("Warnings on the winner (epo validate)");
+    std::vector<std::vector<std::string>> warned;
+    for (const auto& w : array(s, "warnings", where))
+      warned.push_back({text(w, "id", where), text(w, "message", where), text(w, "source", where)});
+    page.table({"rule", "what", "source"}, warned);
+  }
   page.heading("Step time against memory");
   plan_scatter(page, s, where);
   page.heading("Why the winner wins");

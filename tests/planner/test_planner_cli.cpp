@@ -2,6 +2,8 @@
 // and what they print and write.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <unistd.h>
 #include <sys/wait.h>
 #include <string>
@@ -214,4 +216,30 @@ TEST_CASE("epo plan: a setting a flag names is fixed, never silently searched ov
   const Run split = run_epo("plan --model tiny --gpus 8 --gbs 64 --pipeline-layout 'Et|tL'");
   CHECK(split.code == 2);
   CHECK(split.out.find("--layout") != std::string::npos);
+}
+
+TEST_CASE("epo plan: the warnings `epo validate` gives on the winner are printed beside it") {
+  // HybridEP across two 8-GPU NVLink domains draws HYBRIDEP-NVL8-LARGE-EP; within one it does not.
+  const std::string base = "plan --model qwen3-30b-a3b --gpus 16 --gbs 512 --hardware dgx-h100 "
+                           "--dispatcher flex --flex-backend hybridep ";
+  const Run wide = run_epo(base + "--ep 16");
+  REQUIRE(wide.code == 0);
+  const size_t at = wide.out.find("Warnings on plan #1");
+  REQUIRE(at != std::string::npos);
+  CHECK(wide.out.find("HYBRIDEP-NVL8-LARGE-EP", at) != std::string::npos);
+  // The plan JSON carries them, and its HTML report shows them.
+  REQUIRE(run_epo(base + "--ep 16 --emit json --out " + tmp_path("warned.json")).code == 0);
+  const auto j = epo::model::read_json_file(tmp_path("warned.json"));
+  REQUIRE(j["search"]["warnings"].size() == 1);
+  CHECK(j["search"]["warnings"][0]["id"] == "HYBRIDEP-NVL8-LARGE-EP");
+  REQUIRE(run_epo("report " + tmp_path("warned.json") + " --html " + tmp_path("warned.html"))
+              .code == 0);
+  std::ifstream html(tmp_path("warned.html"));
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  CHECK(page.find("Warnings on the winner") != std::string::npos);
+  std::remove(tmp_path("warned.json").c_str());
+  std::remove(tmp_path("warned.html").c_str());
+  const Run narrow = run_epo(base + "--ep 8");
+  REQUIRE(narrow.code == 0);
+  CHECK(narrow.out.find("HYBRIDEP-NVL8-LARGE-EP") == std::string::npos);
 }
