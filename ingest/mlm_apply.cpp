@@ -183,6 +183,8 @@ void finish_model(TableState& s, bool from_args, const std::map<std::string, Val
   if (!s.hybrid_pattern.empty()) finish_hybrid(s, given);
   if (has("window_size") || has("window_attn_skip_freq")) finish_window(s, given);
   else if (from_args) m.window_size = m.window_attn_skip_freq = 0;
+  // Megatron-LM's linear layers carry biases unless --disable-bias-linear says otherwise.
+  if (from_args && !has("add_bias_linear") && !has("disable_bias_linear")) m.linear_bias = true;
 }
 
 void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {

@@ -149,14 +149,20 @@ std::string emit_mlm_model_args(const model::ModelSpec& m) {
     num("--mamba-state-dim", y.mamba_state_dim);
     num("--mamba-num-groups", y.mamba_num_groups);
   }
-  if (m.gated_linear_unit) a.push_back("--swiglu");
+  if (m.gated_linear_unit) a.push_back(m.quick_geglu ? "--quick-geglu" : "--swiglu");
   else if (m.hybrid.enabled()) a.push_back("--squared-relu");
+  if (m.activation_clamp > 0) {
+    std::ostringstream v;
+    v << m.activation_clamp;
+    a.push_back("--activation-func-clamp-value " + v.str());
+  }
   num("--vocab-size", m.vocab_size);
   num("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
   // What every preset shares and Megatron-LM's defaults do not (LayerNorm, learned absolute
   // positions, an output layer tied to the embedding).
   a.push_back("--normalization RMSNorm");
   a.push_back(m.hybrid.enabled() ? "--position-embedding-type none"  // Nemotron-H: no positions
+               : m.yarn_rope     ? "--position-embedding-type yarn"
                                  : "--position-embedding-type rope");
   a.push_back("--untie-embeddings-and-output-weights");
   std::ostringstream os;

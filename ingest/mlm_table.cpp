@@ -120,6 +120,24 @@ const std::vector<Row>& table_rows() {
       {"window_size", [](S& s, const V& v) { s.window = v.is_none() ? "" : v.text(); }},
       {"window_attn_skip_freq", [](S& s, const V& v) { s.window_skip = v.is_none() ? "" : v.text(); }},
       {"swiglu", [](S& s, const V& v) { s.c.model.gated_linear_unit = v.boolean(); }},
+      // gpt-oss's features (the cost model's unfused work, model/layer_features.hpp); without the
+      // arguments the model's own (a preset's; none for a model the arguments define).
+      {"quick_geglu",
+       [](S& s, const V& v) {
+         s.c.model.quick_geglu = v.boolean();
+         if (s.c.model.quick_geglu) s.c.model.gated_linear_unit = true;  // a GLU, as Megatron's
+       }},
+      {"activation_func_clamp_value",
+       [](S& s, const V& v) {
+         const double x = v.number(0);
+         EPO_REQUIRE_INPUT(x >= 0 && x <= 1e6, v.where(), ": activation_func_clamp_value = ", x,
+                           " is out of range (0..1e6; None or 0 = no clamp)");
+         s.c.model.activation_clamp = x;
+       }},
+      {"add_bias_linear", [](S& s, const V& v) { s.c.model.linear_bias = v.boolean(); }},
+      {"disable_bias_linear", [](S& s, const V& v) { s.c.model.linear_bias = !v.boolean(); }},
+      {"position_embedding_type",
+       [](S& s, const V& v) { s.c.model.yarn_rope = v.text() == "yarn"; }},
       {"moe_router_score_function", score_function},
       {"vocab_size", [](S& s, const V& v) { s.vocab = to_int(v); }},
       {"padded_vocab_size", [](S& s, const V& v) { s.padded_vocab = to_int(v); }},

@@ -373,4 +373,18 @@ class Builder {
 /// Every op of one layer (MoE or dense; `mtp` adds the MTP parts) for one micro-batch.
 LayerCosts build_layer(const Builder& b, bool moe, bool mtp);
 
+/// Part-list helpers of the layer builders: every part marked as a variant ("dgrad",
+/// "recompute"), one part marked as recomputed, a list appended to another.
+inline std::vector<Component> renamed(std::vector<Component> v, const char* suffix) {
+  for (auto& c : v) c.variant = suffix;
+  return v;
+}
+inline Component recomputed(Component c) {
+  c.variant = "recompute";
+  return c;
+}
+inline void append(std::vector<Component>& to, const std::vector<Component>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
 }  // namespace epo::model::detail

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/cost_builder.hpp"
+#include "model/layer_features.hpp"
 #include "model/layer_hybrid.hpp"
 #include "model/routing_stats.hpp"
 
@@ -59,20 +60,6 @@ std::vector<Component> shared_expert_gemms(const Builder& b) {
   return g;
 }
 
-std::vector<Component> renamed(std::vector<Component> v, const char* suffix) {
-  for (auto& c : v) c.variant = suffix;
-  return v;
-}
-
-Component recomputed(Component c) {
-  c.variant = "recompute";
-  return c;
-}
-
-void append(std::vector<Component>& to, const std::vector<Component>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
 }  // namespace
 
 LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
@@ -99,6 +86,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   const bool executor_layer = b.cfg_.virtual_ranks > 0;
   pd_f.push_back(b.mem("attn.norm", T * h * 2 * 2 / sp));
   append(pd_f, att);
+  append(pd_f, unfused_rope(b));
   pd_f.insert(pd_f.begin() + 2, b.core_attention("attn.core", 1.0));
   // Tensor parallelism: with sequence parallelism an all-gather of the layer input before the
   // projections and a reduce-scatter of their output, without it one all-reduce; the same again
@@ -272,8 +260,9 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       return c;
     };
     mlp_f.push_back(expert_gemm("expert.fc1", glu * F, mh));
-    if (!fused) mlp_f.push_back(b.mem("expert.act", P * F * (glu + 1) * 2));
+    append(mlp_f, expert_activation(b, P, F, glu));
     mlp_f.push_back(expert_gemm("expert.fc2", mh, F));
+    append(mlp_f, expert_output_bias(b, P, mh));
     if (b.p_.etp > 1) {
       Component rs = b.mem("etp.reduce_scatter", P * mh * 2 * (b.p_.etp - 1));
       if (b.mode_ != Builder::TimeMode::host)
@@ -297,7 +286,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       if (c.flops > 0) (delay ? mlp_w : mlp_b).push_back(b.wgrad_of(c));
     }
     if (full_recompute || o.recomputes("moe")) append(mlp_b, renamed(mlp_f, "recompute"));
-    else if (o.recomputes("moe_act")) mlp_b.push_back(recomputed(b.mem("expert.act", P * F * (glu + 1) * 2)));
+    else if (o.recomputes("moe_act"))
+      for (const auto& c : expert_activation(b, P, F, glu, true)) mlp_b.push_back(recomputed(c));
   } else {
     const double F = static_cast<double>(m.ffn_hidden_size) / tp;
     const double glu = m.gated_linear_unit ? 2.0 : 1.0;

@@ -83,6 +83,16 @@ struct ModelSpec {
   /// With a window: every this-many-th layer keeps full attention (Megatron's integer
   /// window_attn_skip_freq: layer numbers it divides); 0 = every layer windowed.
   int window_attn_skip_freq = 0;
+  /// Megatron's add_bias_linear: biases on the attention, router and expert linears (gpt-oss).
+  bool linear_bias = false;
+  /// The experts' GLU is quick-GELU with a linear offset (Megatron's quick_geglu, gpt-oss)
+  /// instead of SwiGLU.
+  bool quick_geglu = false;
+  /// activation_func_clamp_value: the GLU's inputs clamped to this; 0 = none.
+  double activation_clamp = 0;
+  /// YaRN rotary embeddings (position_embedding_type yarn): Megatron-Bridge and Megatron-LM
+  /// apply RoPE fusion to plain rope only, so these run unfused.
+  bool yarn_rope = false;
   HybridSpec hybrid;
   std::map<std::string, std::string> sources;  ///< field name -> where its value was published
 

@@ -58,6 +58,18 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
   m.gated_linear_unit = r.get_bool("gated_linear_unit", true);
   m.window_size = r.get_int("window_size", 0, 0, 1 << 24);
   m.window_attn_skip_freq = r.get_int("window_attn_skip_freq", 0, 0, 1000);
+  m.linear_bias = r.get_bool("linear_bias", false);
+  const std::string act = r.get_string("activation", "swiglu");
+  if (act != "swiglu" && act != "quick_geglu")
+    throw EPO_INPUT_ERROR(where, ": key 'activation' has value \"", act,
+                          "\" (allowed: swiglu, quick_geglu)");
+  m.quick_geglu = act == "quick_geglu";
+  m.activation_clamp = r.get_double("activation_clamp", 0.0, 0.0, 1e6);
+  const std::string pos = r.get_string("position_embedding", "rope");
+  if (pos != "rope" && pos != "yarn")
+    throw EPO_INPUT_ERROR(where, ": key 'position_embedding' has value \"", pos,
+                          "\" (allowed: rope, yarn)");
+  m.yarn_rope = pos == "yarn";
   // The hybrid sizes' ranges are checked once, by apply_hybrid_pattern, for every reader (this
   // file's and Megatron-LM arguments').
   constexpr int kAny = std::numeric_limits<int>::max();
@@ -188,6 +200,10 @@ nlohmann::json to_json(const ModelSpec& m) {
     put("window_size", m.window_size);
     put("window_attn_skip_freq", m.window_attn_skip_freq);
   }
+  if (m.linear_bias) j["linear_bias"] = true;
+  if (m.quick_geglu) j["activation"] = "quick_geglu";
+  if (m.activation_clamp > 0) j["activation_clamp"] = m.activation_clamp;
+  if (m.yarn_rope) j["position_embedding"] = "yarn";
   if (m.hybrid.enabled()) {
     const HybridSpec& y = m.hybrid;
     j["num_layers"] = m.published_layers();

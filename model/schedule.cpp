@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/error.hpp"
+#include "model/layer_features.hpp"
 #include "model/schedule.hpp"
 
 namespace epo::model {
@@ -38,6 +39,11 @@ class Builder {
     } else if (o.dispatcher == Dispatcher::flex) {
       dispatch_blocks_ = o.flex_backend == FlexBackend::deepep || dropless;
     }
+    // The experts' activation waits for the GPU inside the MLP forward and its recompute
+    // (layer_features.hpp): the host cannot issue past it before the GPU gets there.
+    act_sync_fwd_ = detail::expert_activation_syncs_host(cfg);
+    act_sync_bwd_ = act_sync_fwd_ && (o.recomputes("moe_act") || o.recomputes("moe") ||
+                                      o.recompute_granularity == RecomputeGranularity::full);
     s.ops.clear();
     s.steps.clear();
     s.overlapped = overlapped;
@@ -198,6 +204,8 @@ class Builder {
       if (dispatch_blocks_ && cfg_.opt.dispatcher == Dispatcher::alltoall && chained)
         op.host_wait = chain_[key(side)];
     }
+    if (kind == OpKind::mlp && l.moe)
+      op.host_blocks = dir == Direction::forward ? act_sync_fwd_ : act_sync_bwd_;
     return push(op, chained, &side);
   }
 
@@ -340,6 +348,7 @@ class Builder {
   int pp_ = 1, vpp_ = 1, M_ = 1;
   bool delayed_ = false, early_ = false, strict_ = false;
   bool dispatch_blocks_ = false;
+  bool act_sync_fwd_ = false, act_sync_bwd_ = false;
   int total_layers_ = 0;
   bool synthetic_ = false;
   std::vector<ChunkShape> shapes_;

@@ -140,8 +140,8 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (fused) kv("--moe-mlp-glu-interleave-size", "32");
   if (o.paged_stash) a.push_back("--moe-paged-stash");
   // Megatron-LM's linear layers carry a bias unless told otherwise; the checks epo ran assumed
-  // the context's (none by default).
-  if (!ctx.add_bias_linear) a.push_back("--disable-bias-linear");
+  // the context's (none by default) or the model's own (gpt-oss).
+  if (!ctx.add_bias_linear && !c.model.linear_bias) a.push_back("--disable-bias-linear");
   if (ctx.add_qkv_bias) a.push_back("--add-qkv-bias");
   if (o.high_priority_a2a_comm_stream) a.push_back("--high-priority-a2a-comm-stream");
   if (!o.gradient_accumulation_fusion) a.push_back("--no-gradient-accumulation-fusion");

@@ -304,3 +304,31 @@ TEST_CASE("sliding windows: --window-size and --window-attn-skip-freq as Megatro
   CHECK(b.model.window_size == 128);
   CHECK(b.model.windowed_layers() == 48 - 12);
 }
+
+TEST_CASE("gpt-oss's features as Megatron-LM and Bridge name them") {
+  const std::string args = kSmallMoeArgs;
+  const model::Config base = test::blank_base(test::sample_config("gpt-oss-120b", 0));
+  ReadReport r;
+  const model::Config g = config_from_mlm_args(
+      base, args + "--quick-geglu --activation-func-clamp-value 7.0 --position-embedding-type yarn",
+      "g.sh", r);
+  CHECK(g.model.quick_geglu);
+  CHECK(g.model.gated_linear_unit);  // Megatron's quick-GELU is a GLU
+  CHECK(g.model.activation_clamp == 7.0);
+  CHECK(g.model.yarn_rope);
+  // Megatron-LM's linear layers carry biases unless the arguments disable them.
+  CHECK(g.model.linear_bias == (args.find("--disable-bias-linear") == std::string::npos));
+  const model::Config d = config_from_mlm_args(base, args + "--disable-bias-linear", "d.sh", r);
+  CHECK(!d.model.linear_bias);
+  CHECK(!d.model.quick_geglu);
+  CHECK(!d.model.yarn_rope);
+  CHECK_THROWS_AS(
+      config_from_mlm_args(base, args + "--activation-func-clamp-value -1", "bad.sh", r), Error);
+  // Bridge names the same fields.
+  const model::Config b = config_from_bridge_overrides(
+      test::sample_config("qwen3-30b-a3b", 0),
+      "model.add_bias_linear=true\nmodel.position_embedding_type=yarn\n", "o", r);
+  CHECK(b.model.linear_bias);
+  CHECK(b.model.yarn_rope);
+  CHECK(!b.model.quick_geglu);
+}
