@@ -182,6 +182,14 @@ TEST_CASE("Megatron-LM arguments state the biases and padding the checks assumed
   c.opt.capacity_factor = 1.0;
   x.moe_pad_expert_input_to_capacity = true;
   CHECK(emit_mlm(c, x).find("--moe-pad-expert-input-to-capacity") != std::string::npos);
+  // A model with biased experts (gpt-oss) keeps them, with the bias-dropout fusion off as
+  // TEGroupedMLP requires.
+  Config b = example_config("alltoall");
+  b.model.linear_bias = true;
+  s = emit_mlm(b, ValidationContext());
+  CHECK(s.find("--disable-bias-linear") == std::string::npos);
+  CHECK(s.find("--no-bias-dropout-fusion") != std::string::npos);
+  CHECK(emit_mlm(c, ValidationContext()).find("--no-bias-dropout-fusion") == std::string::npos);
 }
 
 TEST_CASE("recommended CUDA_DEVICE_MAX_CONNECTIONS follows Megatron's constraints") {
