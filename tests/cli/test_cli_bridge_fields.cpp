@@ -1,6 +1,6 @@
 // `epo plan --emit bridge` against Megatron-Bridge's config tree as its own code applies it
 // (tests/data/bridge/config_fields.json, recorded from the fetched sources by
-// bench/bridge_fields_oracle.py --record): every key names a field of its section and its value
+// tools/bridge_fields_oracle.py --record): every key names a field of its section and its value
 // has the field's type; the mixed-precision preset the plan names exists; and no override is
 // silently replaced after it is applied: MixedPrecisionConfig.setup copies each of its fields into
 // the model, optimizer and DDP configs (so an override of one must agree with the preset), and

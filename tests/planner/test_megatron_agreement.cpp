@@ -164,7 +164,7 @@ const std::vector<Agreement>& cases() {
 TEST_CASE("validate agrees with Megatron's verdict and first error on the issue's cases") {
   // With EPO_MEGATRON_CASES=FILE the cases are also written as JSON lines (the Megatron-LM
   // arguments and environment epo emits for each, and epo's verdict) for
-  // bench/megatron_rules_oracle.py, which runs Megatron's own checks on them.
+  // tools/megatron_rules_oracle.py, which runs Megatron's own checks on them.
   const char* out_path = std::getenv("EPO_MEGATRON_CASES");
   std::ofstream out;
   if (out_path) out.open(out_path);

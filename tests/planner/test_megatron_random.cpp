@@ -1,7 +1,7 @@
 // A differential oracle on random configurations: a seeded generator draws settings across every
 // overlap-related field, recompute, CUDA graphs, precision, dispatchers, MTP and layouts; Megatron's
 // own verdict on each (Megatron-LM's parse_args, validate_args and TransformerConfig, run by
-// bench/megatron_rules_oracle.py on the arguments epo emits) is recorded in
+// tools/megatron_rules_oracle.py on the arguments epo emits) is recorded in
 // tests/data/megatron_random_verdicts.jsonl, and epo's validate must give the same verdict.
 //
 // The same for older Megatron-Core releases: tests/data/megatron_random_verdicts_<version>.jsonl,
@@ -9,7 +9,7 @@
 //
 // To record it again: EPO_MEGATRON_RANDOM_CASES=cases.jsonl [EPO_MEGATRON_RANDOM_VERSION=core_v0.18]
 // build/tests/planner/test_planner_rules "*random*", then on a machine with PyTorch
-// `MEGATRON_PATH=<checkout of that version> python3 bench/megatron_rules_oracle.py cases.jsonl
+// `MEGATRON_PATH=<checkout of that version> python3 tools/megatron_rules_oracle.py cases.jsonl
 // --record tests/data/megatron_random_verdicts[_<version>].jsonl` (one line per case: "what" and
 // "megatron", its message or "accepted").
 #include <cstdint>

@@ -8,7 +8,7 @@ TransformerConfig (core_transformer_config_from_args) on each, and prints both v
 side: agree when both accept or both refuse. Megatron's message is printed for the refusals, to
 compare with the check epo names.
 
-  MEGATRON_PATH=DIR python3 bench/megatron_rules_oracle.py CASES.jsonl [--json OUT.json]
+  MEGATRON_PATH=DIR python3 tools/megatron_rules_oracle.py CASES.jsonl [--json OUT.json]
       [--record VERDICTS.jsonl]
 
 --record writes Megatron's verdict alone, one line per case ({"what", "megatron": its message or

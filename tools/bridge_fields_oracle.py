@@ -9,7 +9,7 @@ comm_overlap (CommOverlapConfig); mixed_precision must name a preset function of
 training/mixed_precision.py and comm_overlap._target_ the CommOverlapConfig class. Then runs
 `epo plan --emit bridge` for each plan below and checks every key it writes.
 
-  EPO_BIN=build/cli/epo python3 bench/bridge_fields_oracle.py --bridge BRIDGE_CHECKOUT \\
+  EPO_BIN=build/cli/epo python3 tools/bridge_fields_oracle.py --bridge BRIDGE_CHECKOUT \\
       --megatron MEGATRON_CHECKOUT [--record tests/data/bridge/config_fields.json]
 
 --record writes what the CPU test (tests/cli/test_cli_bridge_fields.cpp) checks every emitted
@@ -151,7 +151,7 @@ def record(opts, classes, fields, path):
     mp_fields, presets = mixed_precision_tree(opts.bridge)
     tree = {
         "source": "Megatron-Bridge and Megatron-LM config dataclasses, read by "
-                  "bench/bridge_fields_oracle.py --record",
+                  "tools/bridge_fields_oracle.py --record",
         "bridge_commit": opts.bridge_commit or commit(opts.bridge),
         "megatron_commit": opts.megatron_commit or commit(opts.megatron),
         "sections": {s: dict(sorted(f.items())) for s, f in fields.items()},
