@@ -139,6 +139,8 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                "bf16 gradient buffers (grad_reduce_in_fp32 = false, as Bridge's perf recipes)");
   sub.add_flag("--bf16-adam-moments", f.bf16_adam_moments,
                "precision-aware optimizer with bf16 exp_avg / exp_avg_sq");
+  sub.add_flag("--no-bias-dropout-fusion", f.no_bias_dropout_fusion,
+               "bias_dropout_fusion off (needed with biased experts in TE's grouped MLP)");
   sub.add_option("--virtual-ranks", f.virtual_ranks,
                  "R EP ranks sharing one GPU (sets gpus = ep = R unless given)");
 }
@@ -246,6 +248,7 @@ model::Config build_config(const ConfigFlags& f, bool check) {
   if (use("--paged-stash")) o.paged_stash = f.paged_stash;
   if (use("--bf16-grads")) o.grad_reduce_in_fp32 = !f.bf16_grads;
   if (use("--bf16-adam-moments")) o.adam_moments_bf16 = f.bf16_adam_moments;
+  if (use("--no-bias-dropout-fusion")) o.bias_dropout_fusion = !f.no_bias_dropout_fusion;
   if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;
   if (given(f, "--virtual-ranks")) {
     model::check_range(model::limits::kVirtualRanks, f.virtual_ranks);  // before 4 * R below

@@ -38,7 +38,7 @@ struct ConfigFlags {
   std::string pipeline_layout;
   int first_stage_layers = 0, last_stage_layers = 0;
   bool account_for_embedding = false, account_for_loss = false;
-  bool bf16_grads = false, bf16_adam_moments = false;
+  bool bf16_grads = false, bf16_adam_moments = false, no_bias_dropout_fusion = false;
   std::string params_dtype = "bf16";
   double attention_dropout = 0.0, hidden_dropout = 0.0;
   bool overlap_dispatch_wgrad = false;

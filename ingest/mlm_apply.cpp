@@ -183,8 +183,10 @@ void finish_model(TableState& s, bool from_args, const std::map<std::string, Val
   if (!s.hybrid_pattern.empty()) finish_hybrid(s, given);
   if (has("window_size") || has("window_attn_skip_freq")) finish_window(s, given);
   else if (from_args) m.window_size = m.window_attn_skip_freq = 0;
-  // Megatron-LM's linear layers carry biases unless --disable-bias-linear says otherwise.
-  if (from_args && !has("add_bias_linear") && !has("disable_bias_linear")) m.linear_bias = true;
+  // Biases only where the arguments say so: Megatron-LM's default carries them, but MoE runs
+  // disable them (TE's grouped MLP refuses them with the default bias-dropout fusion) and a log's
+  // partial argument list may simply not show --disable-bias-linear.
+  if (from_args && !has("add_bias_linear") && !has("disable_bias_linear")) m.linear_bias = false;
 }
 
 void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {

@@ -287,6 +287,7 @@ const std::vector<Row>& table_rows() {
       {"overlap_grad_reduce", [](S& s, const V& v) { s.c.opt.overlap_grad_reduce = v.boolean(); }},
       {"overlap_param_gather",
        [](S& s, const V& v) { s.c.opt.overlap_param_gather = v.boolean(); }},
+      {"bias_dropout_fusion", [](S& s, const V& v) { s.c.opt.bias_dropout_fusion = v.boolean(); }},
       {"gradient_accumulation_fusion",
        [](S& s, const V& v) { s.c.opt.gradient_accumulation_fusion = v.boolean(); }},
       {"accumulate_allreduce_grads_in_fp32",

@@ -175,6 +175,9 @@ struct Options {
     return overlap_param_gather && overlap_grad_reduce;
   }
   bool gradient_accumulation_fusion = true;
+  /// Megatron's bias_dropout_fusion (default on; --no-bias-dropout-fusion): with biased experts
+  /// TEGroupedMLP needs it off. The cost model does not follow it.
+  bool bias_dropout_fusion = true;
   /// Main-gradient buffers in fp32 (Megatron-LM's default for bf16); false = bf16, as the
   /// Megatron-Bridge performance recipes set (ddp.grad_reduce_in_fp32 = false). Memory only.
   bool grad_reduce_in_fp32 = true;

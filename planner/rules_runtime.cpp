@@ -4,7 +4,36 @@
 
 namespace epo::planner::rules {
 
+namespace {
+
+/// Experts built as Transformer Engine's grouped MLP (moe_grouped_gemm with TE layers).
+bool grouped_te_experts(const Config& c, const ValidationContext& x) {
+  return c.model.num_experts > 0 && c.opt.moe_grouped_gemm && x.transformer_engine;
+}
+
+}  // namespace
+
 void add_runtime_rules(std::vector<Rule>& out) {
+  // Checked when the model is built (TEGroupedMLP.__init__), after Megatron's start-up checks.
+  add(out, "MCORE-GROUPED-MLP-BIAS", kError,
+      "Megatron-LM megatron/core/transformer/moe/experts.py:763 (core_v0.14.0, TEGroupedMLP)",
+      until(MegatronVersion::core_v0_14), kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!grouped_te_experts(c, x) || !(c.model.linear_bias || x.add_bias_linear)) return "";
+        return "bias not supported in TEGroupedMLP yet, please set '--disable-bias-linear' "
+               "instead.";
+      },
+      "use --megatron core_v0.15 or later, or a model without linear biases on this release");
+  add(out, "MCORE-GROUPED-MLP-BIAS-DROPOUT-FUSION", kError,
+      "Megatron-LM megatron/core/transformer/moe/experts.py:206 (TEGroupedMLP.__init__)",
+      since(MegatronVersion::core_v0_15), kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!grouped_te_experts(c, x) || !(c.model.linear_bias || x.add_bias_linear) ||
+            !c.opt.bias_dropout_fusion)
+          return "";
+        return "bias_dropout_fusion is not supported in TEGroupedMLP when add_bias_linear=True";
+      },
+      "add --no-bias-dropout-fusion (options.bias_dropout_fusion = false)");
   add(out, "RUNTIME-FLEX-TPXEP", kError,
       "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py:1836", kAllVersions,
       kBothFrontends,

@@ -120,6 +120,8 @@ const std::vector<RuleReadsEntry>& rule_reads() {
       {model::kFp8ArchRule, 0},
       {"TE-DELAY-WGRAD-MIN", O},
       // rules_runtime.cpp
+      {"MCORE-GROUPED-MLP-BIAS", 0},
+      {"MCORE-GROUPED-MLP-BIAS-DROPOUT-FUSION", 0},
       {"RUNTIME-FLEX-TPXEP", L | D},
       {"RUNTIME-FLEX-ARCH", D},
       {"RUNTIME-OVL-CUDA-GRAPH-WHOLE-LAYER", O | G},

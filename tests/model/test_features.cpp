@@ -73,7 +73,8 @@ TEST_CASE("the features' unfused work, sized from the tensors Megatron touches",
   rc.opt.recompute_granularity = RecomputeGranularity::selective;
   rc.opt.recompute_modules = {"moe_act"};
   rc.derive_and_check();
-  const OpCost& back = compute_step_costs(rc).moe_layer.get(OpKind::mlp, Direction::backward);
+  const StepCosts rcs = compute_step_costs(rc);  // kept: the op below refers into it
+  const OpCost& back = rcs.moe_layer.get(OpKind::mlp, Direction::backward);
   int clamps = 0;
   for (const auto& p : back.parts) clamps += std::string(p.name) == "expert.act.clamp";
   CHECK(clamps == 2);  // its gradient and its rerun

@@ -159,6 +159,24 @@ std::vector<RuleCase> backend_rule_cases() {
          no_overlap(c);
          c.opt.dispatcher = model::Dispatcher::alltoall;
        }},
+      // Biased experts in TE's grouped MLP: refused on core_v0.14; from core_v0.15 only with the
+      // bias-dropout fusion off.
+      {"MCORE-GROUPED-MLP-BIAS",
+       [](Config& c, ValidationContext& x) {
+         c.model.linear_bias = true;
+         x.megatron = MegatronVersion::core_v0_14;
+       },
+       [](Config& c, ValidationContext& x) {
+         c.model.linear_bias = true;
+         c.opt.bias_dropout_fusion = false;
+         x.megatron = MegatronVersion::core_v0_15;
+       }},
+      {"MCORE-GROUPED-MLP-BIAS-DROPOUT-FUSION",
+       [](Config&, ValidationContext& x) { x.add_bias_linear = true; },
+       [](Config& c, ValidationContext& x) {
+         x.add_bias_linear = true;
+         c.opt.bias_dropout_fusion = false;
+       }},
       {"RUNTIME-FLEX-TPXEP",
        [](Config& c, ValidationContext&) {
          no_overlap(c);
