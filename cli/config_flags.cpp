@@ -248,7 +248,7 @@ model::Config build_config(const ConfigFlags& f, bool check) {
   if (use("--paged-stash")) o.paged_stash = f.paged_stash;
   if (use("--bf16-grads")) o.grad_reduce_in_fp32 = !f.bf16_grads;
   if (use("--bf16-adam-moments")) o.adam_moments_bf16 = f.bf16_adam_moments;
-  if (use("--no-bias-dropout-fusion")) o.bias_dropout_fusion = !f.no_bias_dropout_fusion;
+  if (given(f, "--no-bias-dropout-fusion")) o.bias_dropout_fusion = 0;  // else the model's own
   if (o.routing.kind == RoutingKind::skewed && o.routing.skew == 0.0) o.routing.skew = 1.0;
   if (given(f, "--virtual-ranks")) {
     model::check_range(model::limits::kVirtualRanks, f.virtual_ranks);  // before 4 * R below

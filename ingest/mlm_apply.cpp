@@ -187,6 +187,8 @@ void finish_model(TableState& s, bool from_args, const std::map<std::string, Val
   // disable them (TE's grouped MLP refuses them with the default bias-dropout fusion) and a log's
   // partial argument list may simply not show --disable-bias-linear.
   if (from_args && !has("add_bias_linear") && !has("disable_bias_linear")) m.linear_bias = false;
+  // Megatron-LM's own default for the fusion when the arguments build the model (on).
+  if (from_args && !has("bias_dropout_fusion")) s.c.opt.bias_dropout_fusion = 1;
 }
 
 void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {

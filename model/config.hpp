@@ -175,9 +175,14 @@ struct Options {
     return overlap_param_gather && overlap_grad_reduce;
   }
   bool gradient_accumulation_fusion = true;
-  /// Megatron's bias_dropout_fusion (default on; --no-bias-dropout-fusion): with biased experts
-  /// TEGroupedMLP needs it off. The cost model does not follow it.
-  bool bias_dropout_fusion = true;
+  /// Megatron's bias_dropout_fusion: 1 on (Megatron-LM's default), 0 off
+  /// (--no-bias-dropout-fusion), -1 the model's own setting (off where its experts carry biases,
+  /// as Megatron-Bridge's GPT-OSS provider sets it, else on). TEGroupedMLP needs it off with
+  /// biased experts. The cost model does not follow it.
+  int bias_dropout_fusion = -1;
+  bool bias_dropout_fusion_on(bool biased_experts) const {
+    return bias_dropout_fusion < 0 ? !biased_experts : bias_dropout_fusion > 0;
+  }
   /// Main-gradient buffers in fp32 (Megatron-LM's default for bf16); false = bf16, as the
   /// Megatron-Bridge performance recipes set (ddp.grad_reduce_in_fp32 = false). Memory only.
   bool grad_reduce_in_fp32 = true;

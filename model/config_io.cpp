@@ -250,7 +250,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
     op.overlap_param_gather = o.get_bool("overlap_param_gather", true);
     op.gradient_accumulation_fusion = o.get_bool("gradient_accumulation_fusion", true);
-    op.bias_dropout_fusion = o.get_bool("bias_dropout_fusion", true);
+    if (o.has("bias_dropout_fusion"))
+      op.bias_dropout_fusion = o.get_bool("bias_dropout_fusion", true) ? 1 : 0;
     op.grad_reduce_in_fp32 = o.get_bool("grad_reduce_in_fp32", true);
     op.adam_moments_bf16 = o.get_bool("adam_moments_bf16", false);
     o.finish();
@@ -329,7 +330,6 @@ nlohmann::json to_json(const Config& c) {
       {"overlap_grad_reduce", o.overlap_grad_reduce},
       {"overlap_param_gather", o.overlap_param_gather},
       {"gradient_accumulation_fusion", o.gradient_accumulation_fusion},
-      {"bias_dropout_fusion", o.bias_dropout_fusion},
       {"grad_reduce_in_fp32", o.grad_reduce_in_fp32},
       {"adam_moments_bf16", o.adam_moments_bf16}};
   // The backend only where it means something (flex) or was changed: a file that names it sets it.
@@ -340,6 +340,7 @@ nlohmann::json to_json(const Config& c) {
   if (o.bf16_layers_end > 0) j["options"]["bf16_layers_end"] = o.bf16_layers_end;
   if (!o.bf16_linears.empty()) j["options"]["bf16_linears"] = o.bf16_linears;
   if (!o.fp8_linears.empty()) j["options"]["fp8_linears"] = o.fp8_linears;
+  if (o.bias_dropout_fusion >= 0) j["options"]["bias_dropout_fusion"] = o.bias_dropout_fusion > 0;
   return j;
 }
 

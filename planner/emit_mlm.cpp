@@ -144,7 +144,7 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (!ctx.add_bias_linear && !c.model.linear_bias) a.push_back("--disable-bias-linear");
   // TEGroupedMLP refuses biased experts with the bias-dropout fusion on (moe/experts.py l.206).
   if ((c.model.linear_bias && c.model.num_experts > 0 && o.moe_grouped_gemm) ||
-      !o.bias_dropout_fusion)
+      !o.bias_dropout_fusion_on(c.model.linear_bias && c.model.num_experts > 0))
     a.push_back("--no-bias-dropout-fusion");
   if (ctx.add_qkv_bias) a.push_back("--add-qkv-bias");
   if (o.high_priority_a2a_comm_stream) a.push_back("--high-priority-a2a-comm-stream");

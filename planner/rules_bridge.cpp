@@ -59,9 +59,8 @@ void add_bridge_rules(std::vector<Rule>& out) {
       "set options.gradient_accumulation_fusion true in the config file");
   add(out, "BRIDGE-DELAY-WGRAD-GRAPH-BIAS", kError, kCo, kAllVersions, kBridge,
       [](const Config& c, const ValidationContext& x) -> std::string {
-        if (!c.opt.delay_wgrad_compute || !graphed(c, "attn") ||
-            (!x.add_bias_linear && !x.add_qkv_bias))
-          return "";
+        const bool bias = x.add_bias_linear || x.add_qkv_bias || c.model.linear_bias;
+        if (!c.opt.delay_wgrad_compute || !graphed(c, "attn") || !bias) return "";
         return "CUDA graph with delay_wgrad_compute does not support attention bias for now";
       },
       "drop --add-bias-linear / --add-qkv-bias, or attn from --cuda-graph-modules");

@@ -84,8 +84,8 @@ void add_mlm_rules(std::vector<Rule>& out) {
       "set options.gradient_accumulation_fusion true in the config file");
   add(out, "MLM-DELAY-WGRAD-GRAPH-BIAS", kError, kDelay, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
-        if (!mlm_graph_checks(c) || !graphed(c, "attn") || (!x.add_bias_linear && !x.add_qkv_bias))
-          return "";
+        const bool bias = x.add_bias_linear || x.add_qkv_bias || c.model.linear_bias;
+        if (!mlm_graph_checks(c) || !graphed(c, "attn") || !bias) return "";
         return "CUDA graph with delay_wgrad_compute doesn't support attn bias for now";
       },
       "drop --add-bias-linear / --add-qkv-bias, or attn from --cuda-graph-modules");

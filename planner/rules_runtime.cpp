@@ -28,8 +28,8 @@ void add_runtime_rules(std::vector<Rule>& out) {
       "Megatron-LM megatron/core/transformer/moe/experts.py:206 (TEGroupedMLP.__init__)",
       since(MegatronVersion::core_v0_15), kBothFrontends,
       [](const Config& c, const ValidationContext& x) -> std::string {
-        if (!grouped_te_experts(c, x) || !(c.model.linear_bias || x.add_bias_linear) ||
-            !c.opt.bias_dropout_fusion)
+        const bool biased = c.model.linear_bias || x.add_bias_linear;
+        if (!grouped_te_experts(c, x) || !biased || !c.opt.bias_dropout_fusion_on(biased))
           return "";
         return "bias_dropout_fusion is not supported in TEGroupedMLP when add_bias_linear=True";
       },

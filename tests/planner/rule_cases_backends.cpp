@@ -168,14 +168,16 @@ std::vector<RuleCase> backend_rule_cases() {
        },
        [](Config& c, ValidationContext& x) {
          c.model.linear_bias = true;
-         c.opt.bias_dropout_fusion = false;
+         c.opt.bias_dropout_fusion = 0;
          x.megatron = MegatronVersion::core_v0_15;
        }},
       {"MCORE-GROUPED-MLP-BIAS-DROPOUT-FUSION",
-       [](Config&, ValidationContext& x) { x.add_bias_linear = true; },
        [](Config& c, ValidationContext& x) {
          x.add_bias_linear = true;
-         c.opt.bias_dropout_fusion = false;
+         c.opt.bias_dropout_fusion = 1;  // Megatron-LM's default, kept
+       },
+       [](Config&, ValidationContext& x) {
+         x.add_bias_linear = true;  // the model's own setting: off with biased experts
        }},
       {"RUNTIME-FLEX-TPXEP",
        [](Config& c, ValidationContext&) {
