@@ -73,9 +73,6 @@ void apply_layout(model::Config& c, const std::string& s) {
   c.par.sequence_parallel = c.par.tp > 1;
 }
 
-/// The configuration the search starts from: model, hardware, GPUs, sequence, batch and the
-/// options it does not vary. Without --layout any layout flags are ignored, so the base starts
-/// from the trivial layout (which always divides).
 /// Every setting a flag names is a fixed value of the search (without --layout: with it the
 /// layout is fixed whole and the flags set the base configuration's options).
 void fix_given_settings(const PlanArgs& a, planner::SearchSpec& spec) {
@@ -127,6 +124,9 @@ void fix_given_settings(const PlanArgs& a, planner::SearchSpec& spec) {
   }
 }
 
+/// The configuration the search starts from: model, hardware, GPUs, sequence, batch and the
+/// options it does not vary. Without --layout any layout flags are ignored, so the base starts
+/// from the trivial layout (which always divides).
 model::Config base_config(PlanArgs& a) {
   ConfigFlags f = a.cfg;
   const bool from_file = !f.config_file.empty();

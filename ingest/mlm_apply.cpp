@@ -102,8 +102,9 @@ void finish_window(TableState& s, const std::map<std::string, Value>& given) {
         const std::string part = t.substr(at, end == std::string::npos ? end : end - at);
         const long long n = Value(part, v.where()).integer(-1);
         // Each side at most 2^23: the window (their sum + 1) stays in the model file's range.
-        EPO_REQUIRE_INPUT(n >= -1 && n < (1 << 23), v.where(), ": '", v.raw(),
-                          "' is not a window (allowed: two integers 'left,right', each -1..2^23-1)");
+        EPO_REQUIRE_INPUT(
+            n >= -1 && n < (1 << 23), v.where(), ": '", v.raw(),
+            "' is not a window (allowed: two integers 'left,right', each -1..2^23-1)");
         // -1 (no limit on that side) leaves the causal side unbounded: full attention.
         if (n < 0 && side == 0) keys = -1;
         if (keys > 0) keys += std::max(0LL, n);

@@ -142,9 +142,9 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   // Megatron-LM's linear layers carry a bias unless told otherwise; the checks epo ran assumed
   // the context's (none by default) or the model's own (gpt-oss).
   if (!ctx.add_bias_linear && !c.model.linear_bias) a.push_back("--disable-bias-linear");
-  // TEGroupedMLP refuses biased experts with the bias-dropout fusion on (moe/experts.py l.206).
-  if ((c.model.linear_bias && c.model.num_experts > 0 && o.moe_grouped_gemm) ||
-      !o.bias_dropout_fusion_on(c.model.linear_bias && c.model.num_experts > 0))
+  // Off by default with biased experts, which TEGroupedMLP refuses with the fusion on
+  // (moe/experts.py l.206).
+  if (!o.bias_dropout_fusion_on(c.model.linear_bias && c.model.num_experts > 0))
     a.push_back("--no-bias-dropout-fusion");
   if (ctx.add_qkv_bias) a.push_back("--add-qkv-bias");
   if (o.high_priority_a2a_comm_stream) a.push_back("--high-priority-a2a-comm-stream");

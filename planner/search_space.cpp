@@ -196,7 +196,8 @@ void apply_candidate(Config& cfg, const Candidate& c) {
     o.cuda_graph_impl = CudaGraphImpl::none;
     o.cuda_graph_modules.clear();
   }
-  o.cuda_device_max_connections = c.cdmc > 0 ? c.cdmc : recommended_cuda_device_max_connections(cfg);
+  o.cuda_device_max_connections =
+      c.cdmc > 0 ? c.cdmc : recommended_cuda_device_max_connections(cfg);
   // The fused grouped MLP stays asked for only where it runs (ETP 1): a candidate says what it runs.
   o.fused_grouped_mlp = c.fused_grouped_mlp != 0;
   if (o.fused_grouped_mlp && !model::fused_grouped_mlp_runs(cfg)) o.fused_grouped_mlp = false;
@@ -249,7 +250,8 @@ std::vector<Candidate> generate_candidates(const SearchSpec& s) {
             for (int etp : gen_etp(tp))
               for (int ep : gen_ep(b, tp, cp, pp, etp))
                 for (int mbs : fixed_or(f.mbs, gen_mbs(b, b.num_gpus / (tp * cp * pp))))
-                  if (free(f.etp, etp) && free(f.ep, ep)) layouts.push_back({tp, pp, vpp, cp, ep, etp, mbs});
+                  if (free(f.etp, etp) && free(f.ep, ep))
+                    layouts.push_back({tp, pp, vpp, cp, ep, etp, mbs});
   }
   std::vector<OverlapFlags> flags;
   for (const auto& f : gen_overlap(s))
