@@ -83,6 +83,11 @@ void set_cuda_graph(model::Options& o, const nlohmann::json& cg) {
       if (s.is_string()) o.cuda_graph_modules.push_back(s.get<std::string>());
 }
 
+/// A boolean field of a JSON object that is there and true.
+bool is_true(const nlohmann::json& obj, const char* k) {
+  return obj.is_object() && obj.contains(k) && obj[k].is_boolean() && obj[k].get<bool>();
+}
+
 }  // namespace
 
 RunFigures::RunFigures()
@@ -142,17 +147,15 @@ static void infer_bridge_overlap(const nlohmann::json& j, const nlohmann::json& 
                      j["overlap_moe_expert_parallel_comm"].is_null();
   if (!unset || !os.is_object() || !os.contains("recipe_assignments")) return;
   const nlohmann::json& ra = os["recipe_assignments"];
-  auto is_true = [&](const char* k) {
-    return ra.contains(k) && ra[k].is_boolean() && ra[k].get<bool>();
-  };
   if (ra.contains("comm_overlap.overlap_moe_expert_parallel_comm")) {
-    o.overlap_moe_expert_parallel_comm = is_true("comm_overlap.overlap_moe_expert_parallel_comm");
-    o.delay_wgrad_compute = is_true("comm_overlap.delay_wgrad_compute");
+    o.overlap_moe_expert_parallel_comm =
+        is_true(ra, "comm_overlap.overlap_moe_expert_parallel_comm");
+    o.delay_wgrad_compute = is_true(ra, "comm_overlap.delay_wgrad_compute");
     return;
   }
   const bool full_iteration = ra.contains("model.cuda_graph_impl") &&
                               ra["model.cuda_graph_impl"] == "full_iteration";
-  if (full_iteration && is_true("model.moe_paged_stash")) {
+  if (full_iteration && is_true(ra, "model.moe_paged_stash")) {
     o.overlap_moe_expert_parallel_comm = true;
     o.delay_wgrad_compute = true;
     assumptions.push_back(
@@ -202,10 +205,8 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
       j["other_settings"].contains("recipe_assignments") &&
       j["other_settings"]["recipe_assignments"].is_object())
     recipe = &j["other_settings"]["recipe_assignments"];
-  if (int_field(j, "fsdp", 0) > 0 ||
-      (recipe && recipe->contains("ddp.use_megatron_fsdp") &&
-       (*recipe)["ddp.use_megatron_fsdp"] == true))
-    return reject("Megatron-FSDP runs are not modelled");
+  const bool fsdp =
+      int_field(j, "fsdp", 0) > 0 || (recipe && is_true(*recipe, "ddp.use_megatron_fsdp"));
   const std::string prec = lower(r.precision);
   if (str_field(j, "phase") != "" && str_field(j, "phase") != "pretrain")
     return reject("phase '" + str_field(j, "phase") + "' (only pretraining is modelled)");
@@ -278,13 +279,18 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
     const char* kStash = "model.moe_paged_stash";
     o.paged_stash = ra.contains(kStash) && ra[kStash].is_boolean() && ra[kStash].get<bool>();
   }
+  // Megatron-FSDP: the strategy Bridge's performance scripts set with it (optim_grads_params)
+  // unless the recipe names one; distributed-optimizer instances (HSDP) where it sets them.
+  if (fsdp) {
+    try {
+      r.assumptions.push_back(detail::set_megatron_fsdp(j, recipe, c.num_gpus, o));
+    } catch (const Error& e) {
+      return reject(e.what());
+    }
+  }
   if (j.contains("recompute")) set_recompute(o, j["recompute"]);
   if (j.contains("cuda_graph")) set_cuda_graph(o, j["cuda_graph"]);
-  // Fine-grained activation offloading: "expert_fc1, moe_act" as the ModelZoo row resolves it.
-  std::string offload = str_field(os, "activation_offloading");
-  std::replace(offload.begin(), offload.end(), ',', ' ');
-  std::istringstream offloaded(offload);
-  for (std::string m; offloaded >> m;) o.offload_modules.push_back(m);
+  detail::set_offload_modules(os, recipe, o);
   const double cdmc = num_field(os, "CUDA_DEVICE_MAX_CONNECTIONS");
   if (std::isfinite(cdmc) && cdmc >= 1) o.cuda_device_max_connections = static_cast<int>(cdmc);
   const double cap = num_field(os, "moe_expert_capacity_factor");
@@ -314,9 +320,6 @@ PublishedRow map_published_row(const nlohmann::json& j, const ClusterMap& cluste
                    os["env_vars"]["NVTE_CUTEDSL_FUSED_GROUPED_MLP"] == 1;
   o.fused_grouped_mlp = flag || env;
   // FP8 attention (the 26.06 recipes' mixed_precision.fp8_dot_product_attention): not modelled.
-  auto is_true = [](const nlohmann::json& obj, const char* k) {
-    return obj.is_object() && obj.contains(k) && obj[k].is_boolean() && obj[k].get<bool>();
-  };
   if (is_true(os, "fp8_dot_product_attention") ||
       (os.is_object() && os.contains("recipe_assignments") &&
        is_true(os["recipe_assignments"], "mixed_precision.fp8_dot_product_attention")))

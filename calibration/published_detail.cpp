@@ -1,9 +1,12 @@
 #include "calibration/published_detail.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
+#include "model/config.hpp"
 #include "model/error.hpp"
 #include "model/json_file.hpp"
 
@@ -51,6 +54,47 @@ void for_each_json_line(const std::string& path,
     EPO_REQUIRE_INPUT(j.is_object(), where, ": not a JSON object");
     each(j, n);
   }
+}
+
+std::string set_megatron_fsdp(const nlohmann::json& row, const nlohmann::json* recipe, int gpus,
+                              model::Options& o) {
+  o.megatron_fsdp = o.distributed_optimizer = true;
+  const std::string strategy =
+      recipe ? str_field(*recipe, "ddp.data_parallel_sharding_strategy") : std::string();
+  const std::string id = str_field(row, "id");
+  // optim_grads_params unless named: what Bridge's recipes and performance scripts set with it.
+  if (!strategy.empty()) o.fsdp_sharding = model::parse_fsdp_sharding(strategy, id);
+  double inst = recipe ? num_field(*recipe, "ddp.num_distributed_optimizer_instances") : kNaN;
+  std::string how = std::isfinite(inst) ? "" : ", one optimizer instance (not recorded)";
+  // Bridge's Nemotron-3-Ultra recipes (perf_recipes/nemotronh, _apply_nemotron_3_ultra_fsdp_hsdp)
+  // shard inside 64-GPU NVLink domains, one instance each, the optimizer sharded across them.
+  const std::string fn = row.contains("recipe_source") && row["recipe_source"].is_object()
+                             ? str_field(row["recipe_source"], "function")
+                             : std::string();
+  if (!std::isfinite(inst) && fn.rfind("nemotron_3_ultra", 0) == 0 && gpus >= 64) {
+    inst = gpus / 64;
+    o.fsdp_outer_optim = inst > 1;
+    how = ", HSDP over " + std::to_string(static_cast<int>(inst)) +
+          " NVLink domains of 64 GPUs as the cited recipe sets it";
+  }
+  if (std::isfinite(inst) && inst >= 1) o.distributed_optimizer_instances = static_cast<int>(inst);
+  return std::string("Megatron-FSDP, ") + model::to_string(o.fsdp_sharding) + how;
+}
+
+void set_offload_modules(const nlohmann::json& os, const nlohmann::json* recipe,
+                         model::Options& o) {
+  std::string offload = str_field(os, "activation_offloading");
+  std::replace(offload.begin(), offload.end(), ',', ' ');
+  std::istringstream offloaded(offload);
+  for (std::string m; offloaded >> m;) o.offload_modules.push_back(m);
+  if (!o.offload_modules.empty() || !recipe) return;
+  const nlohmann::json& ra = *recipe;
+  const char* kOn = "model.fine_grained_activation_offloading";
+  const char* kModules = "model.offload_modules";
+  if (!ra.contains(kOn) || ra[kOn] != true || !ra.contains(kModules) || !ra[kModules].is_array())
+    return;
+  for (const auto& m : ra[kModules])
+    if (m.is_string()) o.offload_modules.push_back(m.get<std::string>());
 }
 
 }  // namespace epo::calib::detail

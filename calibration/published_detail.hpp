@@ -8,6 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+namespace epo::model {
+struct Options;
+}
 namespace epo::calib {
 struct PublishedReport;
 }
@@ -34,6 +37,17 @@ std::string str_field(const nlohmann::json& j, const char* key);
 /// line that is not a JSON object is an input error naming the file and line.
 void for_each_json_line(const std::string& path,
                         const std::function<void(const nlohmann::json&, int)>& each);
+
+/// Megatron-FSDP for a published row whose recipe turns it on: the sharding strategy and the
+/// distributed-optimizer instances (HSDP) the recipe assigns, or what the recipe the row cites
+/// sets; returns the assumption to report. A strategy Megatron lacks is an input error.
+std::string set_megatron_fsdp(const nlohmann::json& row, const nlohmann::json* recipe, int gpus,
+                              model::Options& o);
+
+/// Fine-grained activation offloading: the modules a row names ("expert_fc1, moe_act", as the
+/// ModelZoo rows resolve it), else those its pinned recipe assigns (model.offload_modules).
+void set_offload_modules(const nlohmann::json& other_settings, const nlohmann::json* recipe,
+                         model::Options& o);
 
 /// The A/B pairs of a report as text: each pair, then the repeats of one pair merged
 /// (published_pairs.cpp); "" without pairs.

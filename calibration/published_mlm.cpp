@@ -126,7 +126,6 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   if (r.cluster.empty()) return reject("platform '" + platform + "' not known");
   if (!j.contains("gpus") || !j["gpus"].is_number_integer())
     return reject("number of GPUs not published");
-  if (a.flag("--use-megatron-fsdp")) return reject("Megatron-FSDP runs are not modelled");
   if (a.has("--perform-rl-step") || a.has("--grpo-group-size"))
     return reject("reinforcement-learning steps are not modelled");
   if (a.flag("--flextron")) return reject("Flextron's elastic nested models are not modelled");
@@ -259,6 +258,17 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
   o.moe_permute_fusion = a.flag("--moe-permute-fusion");
   o.distributed_optimizer = a.flag("--use-distributed-optimizer");
   o.distributed_optimizer_instances = a.integer("--num-distributed-optimizer-instances", 1);
+  // Megatron-FSDP, with Megatron-LM's default strategy (optim_grads_params) unless named.
+  o.megatron_fsdp = a.flag("--use-megatron-fsdp") || a.flag("--use-custom-fsdp");
+  o.fsdp_outer_optim = a.str("--outer-dp-sharding-strategy") == "optim";
+  if (o.megatron_fsdp && a.has("--data-parallel-sharding-strategy")) {
+    try {
+      o.fsdp_sharding =
+          model::parse_fsdp_sharding(a.str("--data-parallel-sharding-strategy"), r.id);
+    } catch (const Error& e) {
+      return reject(e.what());
+    }
+  }
   o.overlap_grad_reduce = a.flag("--overlap-grad-reduce");
   o.overlap_param_gather = a.flag("--overlap-param-gather");
   // bf16 reduces gradients in fp32 unless --grad-reduce-in-bf16 (Megatron-LM's validate_args).

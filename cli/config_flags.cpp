@@ -95,6 +95,15 @@ void add_config_flags(CLI::App& sub, ConfigFlags& f) {
                  "a full garbage collection every N steps (Megatron's --manual-gc; 0 = automatic)");
   sub.add_option("--dist-opt-instances", f.dist_opt_instances,
                  "distributed-optimizer instances (num_distributed_optimizer_instances)");
+  sub.add_flag("--megatron-fsdp", f.megatron_fsdp,
+               "Megatron-FSDP data parallelism (use_megatron_fsdp; HSDP with "
+               "--dist-opt-instances)");
+  sub.add_flag("--fsdp-outer-optim", f.fsdp_outer_optim,
+               "HSDP: the optimizer also sharded across the instances "
+               "(outer_dp_sharding_strategy = optim)");
+  sub.add_option("--fsdp-sharding", f.fsdp_sharding,
+                 "Megatron-FSDP's data_parallel_sharding_strategy: no_shard|optim|optim_grads|"
+                 "optim_grads_params (default optim_grads_params)");
   sub.add_option("--precision", f.precision,
                  "bf16|fp8|nvfp4 (FP8 or NVFP4 GEMMs on bf16/fp16 parameters; NVFP4 on Blackwell)");
   sub.add_option("--bf16-layers-start", f.bf16_layers_start,
@@ -221,6 +230,12 @@ model::Config build_config(const ConfigFlags& f, bool check) {
   if (use("--cdmc")) o.cuda_device_max_connections = f.cdmc;
   if (use("--manual-gc-interval")) o.manual_gc_interval = f.manual_gc_interval;
   if (use("--dist-opt-instances")) o.distributed_optimizer_instances = f.dist_opt_instances;
+  if (use("--megatron-fsdp")) o.megatron_fsdp = f.megatron_fsdp;
+  if (use("--fsdp-outer-optim")) o.fsdp_outer_optim = f.fsdp_outer_optim;
+  if (given(f, "--fsdp-sharding")) {
+    o.megatron_fsdp = true;
+    o.fsdp_sharding = parse_fsdp_sharding(f.fsdp_sharding, "--fsdp-sharding");
+  }
   if (use("--precision")) o.precision = parse_precision(f.precision, "--precision");
   if (use("--bf16-layers-start")) o.bf16_layers_start = f.bf16_layers_start;
   if (use("--bf16-layers-end")) o.bf16_layers_end = f.bf16_layers_end;

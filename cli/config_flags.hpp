@@ -28,6 +28,8 @@ struct ConfigFlags {
   std::string attention_backend = "auto";
   int cdmc = 32, manual_gc_interval = 0;
   int dist_opt_instances = 1;
+  bool megatron_fsdp = false, fsdp_outer_optim = false;
+  std::string fsdp_sharding;
   int bf16_layers_start = 0, bf16_layers_end = 0;
   std::string bf16_linears, fp8_linears;
   std::string precision = "bf16", routing = "uniform", expert_gemm = "auto";

@@ -26,7 +26,6 @@ void add_context_flags(CLI::App& sub, ContextFlags& f) {
   sub.add_flag("--pad-expert-input-to-capacity", f.pad_to_capacity,
                "moe_pad_expert_input_to_capacity");
   sub.add_flag("--fp8-dispatch", f.fp8_dispatch, "FP8 tokens on the dispatch wire");
-  sub.add_flag("--megatron-fsdp", f.megatron_fsdp, "Megatron-FSDP data parallelism");
   sub.add_flag("--partial-activation-checkpoints", f.partial_ckpt,
                "num_microbatches_with_partial_activation_checkpoints set");
 }
@@ -53,7 +52,6 @@ planner::ValidationContext build_context(const ContextFlags& f, const ConfigFlag
   x.add_qkv_bias = f.add_qkv_bias;
   x.moe_pad_expert_input_to_capacity = f.pad_to_capacity;
   x.fp8_dispatch = f.fp8_dispatch;
-  x.megatron_fsdp = f.megatron_fsdp;
   x.partial_activation_checkpoints = f.partial_ckpt;
   // Given on the command line or named in the configuration file: the same rule either way.
   x.flex_backend_given =

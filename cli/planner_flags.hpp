@@ -16,7 +16,7 @@ struct ContextFlags {
   std::string transformer_impl = "transformer_engine";
   bool overlap_on_model_only = false, apply_flex_backend = false, fp32_params = false;
   bool legacy_grouped_gemm = false, add_bias_linear = false, add_qkv_bias = false;
-  bool pad_to_capacity = false, fp8_dispatch = false, megatron_fsdp = false;
+  bool pad_to_capacity = false, fp8_dispatch = false;
   bool partial_ckpt = false;
 };
 

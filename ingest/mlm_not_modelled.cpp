@@ -23,7 +23,8 @@ bool turned_on(const std::string& value) {
 std::string not_modelled_reason(const std::string& dest, const std::string& value) {
   static const char* const kFp8Attention = "FP8 attention; the model costs attention in BF16";
   static const char* const kFsdp =
-      "FSDP; costed as the distributed optimizer, without FSDP's per-layer parameter gathers";
+      "PyTorch FSDP2; costed as the distributed optimizer, without FSDP's per-layer parameter "
+      "gathers";
   static const std::map<std::string, const char*> kReasons = {
       {"fp8_dot_product_attention", kFp8Attention},
       {"fp8_multi_head_attention", kFp8Attention},
@@ -36,8 +37,6 @@ std::string not_modelled_reason(const std::string& dest, const std::string& valu
        "optimizer states on the host; the model keeps them, and their step, on the GPU"},
       {"fine_grained_activation_offloading",
        "the memory the offloaded modules free is modelled, the host transfers' time is not"},
-      {"use_megatron_fsdp", kFsdp},
-      {"use_custom_fsdp", kFsdp},
       {"use_torch_fsdp2", kFsdp},
   };
   const auto it = kReasons.find(dest);

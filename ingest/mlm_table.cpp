@@ -267,6 +267,14 @@ const std::vector<Row>& table_rows() {
            s.c.opt.attention_backend = model::parse_attention_backend(v.text(), v.where());
        }},
       {"use_distributed_optimizer", [](S& s, const V& v) { s.c.opt.distributed_optimizer = v.boolean(); }},
+      {"use_megatron_fsdp", [](S& s, const V& v) { s.c.opt.megatron_fsdp = v.boolean(); }},
+      {"use_custom_fsdp", [](S& s, const V& v) { s.c.opt.megatron_fsdp = v.boolean(); }},
+      {"outer_dp_sharding_strategy",
+       [](S& s, const V& v) { s.c.opt.fsdp_outer_optim = v.text() == "optim"; }},
+      {"data_parallel_sharding_strategy",
+       [](S& s, const V& v) {
+         s.c.opt.fsdp_sharding = model::parse_fsdp_sharding(v.text(), v.where());
+       }},
       {"mamba_num_heads", [](S& s, const V& v) { s.mamba_heads = to_int(v); }},
       {"mamba_head_dim", [](S& s, const V& v) { s.mamba_head_dim = to_int(v); }},
       {"mamba_state_dim", [](S& s, const V& v) { s.mamba_state = to_int(v); }},

@@ -28,6 +28,8 @@ constexpr const char* kParamsDtypes[] = {"bf16", "fp16", "fp32"};
 constexpr const char* kRecompute[] = {"none", "selective", "full"};
 constexpr const char* kGraphImpls[] = {"none", "local", "transformer_engine", "full_iteration"};
 constexpr const char* kAttentionBackends[] = {"auto", "flash", "fused", "unfused", "local"};
+constexpr const char* kFsdpSharding[] = {"no_shard", "optim", "optim_grads",
+                                           "optim_grads_params"};
 constexpr const char* kRouting[] = {"balanced", "uniform", "skewed", "trained"};
 constexpr const char* kExpertGemm[] = {"auto", "per-expert", "grouped", "streams", "strided"};
 
@@ -41,6 +43,7 @@ const char* to_string(ParamsDtype d) { return kParamsDtypes[static_cast<int>(d)]
 const char* to_string(RecomputeGranularity g) { return kRecompute[static_cast<int>(g)]; }
 const char* to_string(CudaGraphImpl i) { return kGraphImpls[static_cast<int>(i)]; }
 const char* to_string(AttentionBackend b) { return kAttentionBackends[static_cast<int>(b)]; }
+const char* to_string(FsdpSharding f) { return kFsdpSharding[static_cast<int>(f)]; }
 const char* to_string(RoutingKind k) { return kRouting[static_cast<int>(k)]; }
 const char* to_string(ExpertGemm g) { return kExpertGemm[static_cast<int>(g)]; }
 
@@ -134,6 +137,9 @@ CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& w) 
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& w) {
   return parse_enum<AttentionBackend>(s, w, kAttentionBackends);
 }
+FsdpSharding parse_fsdp_sharding(const std::string& s, const std::string& w) {
+  return parse_enum<FsdpSharding>(s, w, kFsdpSharding);
+}
 RoutingKind parse_routing(const std::string& s, const std::string& w) {
   return parse_enum<RoutingKind>(s, w, kRouting);
 }
@@ -184,6 +190,8 @@ void Config::derive_and_check() {
                     " = ", mp, " does not divide gpus = ", num_gpus,
                     " (allowed: a layout whose product divides the GPU count)");
   par.dp = static_cast<int>(num_gpus / mp);
+  // Megatron-FSDP (v1) runs on the distributed optimizer: Megatron-LM turns it on (arguments.py).
+  if (opt.megatron_fsdp) opt.distributed_optimizer = true;
   const long long expert_mp = static_cast<long long>(par.etp) * par.ep * par.pp;
   EPO_REQUIRE_INPUT(num_gpus % expert_mp == 0, "expert layout etp*ep*pp = ", par.etp, "*", par.ep,
                     "*", par.pp, " = ", expert_mp, " does not divide gpus = ", num_gpus,

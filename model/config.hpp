@@ -26,6 +26,9 @@ enum class CudaGraphImpl { none, local, transformer_engine, full_iteration };
 /// Megatron's --attention-backend: auto, flash and fused run one fused kernel; unfused and local
 /// compute the scores as a GEMM, a softmax kernel and a second GEMM, and keep the probabilities.
 enum class AttentionBackend { automatic, flash, fused, unfused, local };
+/// Megatron-FSDP's data_parallel_sharding_strategy: what each data-parallel rank keeps a shard of
+/// (the optimizer states; also the gradients; also the parameters).
+enum class FsdpSharding { no_shard, optim, optim_grads, optim_grads_params };
 /// How tokens are routed: force-balanced (every expert the same load), uniform random scores,
 /// skewed (expert popularity ~ Zipf with exponent `skew`), or trained (a trained router without
 /// forced balance: per-expert loads spread with kTrainedRouterExpertCv, routing_stats.hpp).
@@ -159,6 +162,21 @@ struct Options {
            attention_backend == AttentionBackend::local;
   }
   bool distributed_optimizer = true;
+  /// Megatron-FSDP (use_megatron_fsdp) in place of the DDP gradient buffers, with its sharding
+  /// strategy. optim_grads reduce-scatters every micro-batch's gradients; optim_grads_params also
+  /// all-gathers every layer's parameters before its forward and again before its backward.
+  bool megatron_fsdp = false;
+  FsdpSharding fsdp_sharding = FsdpSharding::optim_grads_params;
+  /// HSDP (Megatron-FSDP with several distributed-optimizer instances): the optimizer states
+  /// also sharded across the instances (outer_dp_sharding_strategy = optim), not replicated.
+  bool fsdp_outer_optim = false;
+  bool fsdp_shards_grads() const {
+    return megatron_fsdp && (fsdp_sharding == FsdpSharding::optim_grads ||
+                             fsdp_sharding == FsdpSharding::optim_grads_params);
+  }
+  bool fsdp_shards_params() const {
+    return megatron_fsdp && fsdp_sharding == FsdpSharding::optim_grads_params;
+  }
   /// Distributed-optimizer instances (num_distributed_optimizer_instances): each shards the
   /// optimizer over DP x CP / instances ranks (experts over expert-DP / instances); gradients are
   /// reduce-scattered inside an instance, then all-reduced across instances.
@@ -240,6 +258,7 @@ const char* to_string(ParamsDtype d);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(CudaGraphImpl i);
 const char* to_string(AttentionBackend b);
+const char* to_string(FsdpSharding f);
 const char* to_string(RoutingKind k);
 const char* to_string(ExpertGemm g);
 
@@ -277,6 +296,7 @@ std::pair<int, int> bridge_preset_bf16_layers(const std::string& preset);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& where);
+FsdpSharding parse_fsdp_sharding(const std::string& s, const std::string& where);
 RoutingKind parse_routing(const std::string& s, const std::string& where);
 /// "auto", "per-expert", "grouped", "streams" or "strided".
 ExpertGemm parse_expert_gemm(const std::string& s, const std::string& where);

@@ -244,6 +244,10 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.attention_backend = parse_attention_backend(o.get_string("attention_backend", "auto"),
                                                    w("attention_backend"));
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
+    op.megatron_fsdp = o.get_bool("megatron_fsdp", false);
+    op.fsdp_sharding = parse_fsdp_sharding(o.get_string("fsdp_sharding", "optim_grads_params"),
+                                           w("fsdp_sharding"));
+    op.fsdp_outer_optim = o.get_bool("fsdp_outer_optim", false);
     op.distributed_optimizer_instances =
         o.get_int("distributed_optimizer_instances", 1, limits::kDistOptInstances.min,
                   limits::kDistOptInstances.max);
@@ -326,6 +330,9 @@ nlohmann::json to_json(const Config& c) {
       {"cross_entropy_fusion", o.cross_entropy_fusion},
       {"attention_backend", to_string(o.attention_backend)},
       {"distributed_optimizer", o.distributed_optimizer},
+      {"megatron_fsdp", o.megatron_fsdp},
+      {"fsdp_sharding", to_string(o.fsdp_sharding)},
+      {"fsdp_outer_optim", o.fsdp_outer_optim},
       {"distributed_optimizer_instances", o.distributed_optimizer_instances},
       {"overlap_grad_reduce", o.overlap_grad_reduce},
       {"overlap_param_gather", o.overlap_param_gather},

@@ -111,6 +111,12 @@ struct StepCosts {
   /// of it the step sees.
   double param_gather_us = 0;
   double param_gather_first_us = 0;
+  /// Megatron-FSDP: what the step sees of the per-micro-batch parameter all-gathers and gradient
+  /// reduce-scatters (the first layer's gathers, what the layers' compute does not cover, the
+  /// compute slowed by the SMs NCCL holds meanwhile, the last reduce-scatter), us; 0 otherwise.
+  double fsdp_exposed_us = 0;
+  /// The same communication in full, us per step (reported; the overlap hides most of it).
+  double fsdp_comm_us = 0;
   /// The framework's per-step host time (HardwareProfile::framework_step_host_us; none for the
   /// executor's ranks), serial with the step like the optimizer step.
   double framework_step_us = 0;

@@ -1,6 +1,7 @@
 #pragma once
 // Shapes shared by the cost and memory models (internal to model/).
 #include "model/config.hpp"
+#include "model/cost.hpp"
 
 namespace epo::model::detail {
 
@@ -47,5 +48,15 @@ struct GpuParams {
   double expert = 0;
 };
 GpuParams gpu_params(const Config& cfg);
+
+/// One micro-batch through this rank's decoder layers, each op alone, us: the forward ops, or
+/// the backward and weight-gradient ops.
+double rank_layers_us(const Config& cfg, const StepCosts& sc, bool forward);
+/// A ring collective (all-gather or reduce-scatter) over n ranks whose full buffer is `bytes`, us.
+double ring_time_us(const HardwareProfile& hw, double bytes, int n, bool over_network);
+/// Megatron-FSDP's costs (use_megatron_fsdp): the per-micro-batch all-gathers and
+/// reduce-scatters and what of them the step sees (StepCosts::fsdp_exposed_us); the end-of-step
+/// reduction and gather keep only what crosses the distributed-optimizer instances.
+void add_fsdp_costs(const Config& cfg, StepCosts& sc);
 
 }  // namespace epo::model::detail

@@ -193,6 +193,25 @@ double cuda_graph_bytes(const Config& cfg, int layers) {
   return layers * scopes * 2 * detail::hidden_state_bytes(cfg);
 }
 
+/// Megatron-FSDP keeps a shard of the gradients (optim_grads), also of the parameters and their
+/// FP8 copies (optim_grads_params), and the whole of them only for the layers at work: the one
+/// computing and the one prefetched (their gathered parameters; in the backward their gradients
+/// before the reduce-scatter).
+void shard_for_fsdp(const Config& cfg, const RankParams& rp, double dense_dp, double expert_dp,
+                    double grad_bytes, MemoryBreakdown& mb) {
+  const double params = rp.dense + rp.expert;
+  if (params <= 0) return;
+  const double share = (rp.dense / dense_dp + rp.expert / expert_dp) / params;
+  const ModelSpec& m = cfg.model;
+  const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
+  const double units = std::max(1.0, static_cast<double>(decoder) / std::max(1, cfg.par.pp));
+  const double working = std::min(1.0, 2.0 / units);
+  mb.gradients_bytes = grad_bytes * params * (share + working);
+  if (!cfg.opt.fsdp_shards_params()) return;
+  mb.weights_bytes *= share + working;
+  mb.fp8_weight_bytes *= share + working;
+}
+
 }  // namespace
 
 double layer_activation_bytes(const Config& cfg, bool moe) {
@@ -243,6 +262,8 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     mb.optimizer_bytes = o.distributed_optimizer
                              ? state_bytes * (rp.dense / dense_dp + rp.expert / expert_dp)
                              : state_bytes * params;
+    if (o.fsdp_shards_grads()) shard_for_fsdp(cfg, rp, dense_dp, expert_dp, grad_bytes, mb);
+    if (o.megatron_fsdp && o.fsdp_outer_optim) mb.optimizer_bytes /= instances;
     thread_local std::vector<ChunkActivation> chunks;  // reused: no allocation per estimate
     chunks.clear();
     int layers = 0;

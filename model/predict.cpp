@@ -57,7 +57,8 @@ Prediction predict_impl(const Config& cfg, PredictMode mode, bool with_baseline)
   // The optimizer step follows the last backward and the gradient reduction in both schedules,
   // and the framework's own per-step host work is serial with the step.
   const double serial_ns =
-      (sc.optimizer_step_us + exposed_param_gather_us(cfg, sc) + sc.framework_step_us) * 1000.0;
+      (sc.optimizer_step_us + exposed_param_gather_us(cfg, sc) + sc.framework_step_us +
+       sc.fsdp_exposed_us) * 1000.0;
   step += serial_ns;
   base += serial_ns;
   pr.step_time_us = step / 1000.0;

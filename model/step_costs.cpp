@@ -14,12 +14,13 @@ namespace {
 
 using detail::Builder;
 
-/// One micro-batch's forward through this rank's decoder layers, each op alone, us.
-double first_forward_us(const Config& cfg, const StepCosts& sc) {
-  auto forward_ns = [](const LayerCosts& l) {
+}  // namespace
+
+double detail::rank_layers_us(const Config& cfg, const StepCosts& sc, bool forward) {
+  auto sum_ns = [forward](const LayerCosts& l) {
     TimeNs t = 0;
     for (const OpCost& op : l.ops)
-      if (op.dir == Direction::forward) t += op.duration_ns;
+      if ((op.dir == Direction::forward) == forward) t += op.duration_ns;
     return static_cast<double>(t);
   };
   // A hybrid model's MoE layers carry their share of the other mixers (layer_hybrid.cpp).
@@ -27,15 +28,23 @@ double first_forward_us(const Config& cfg, const StepCosts& sc) {
   const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
   const double layers = static_cast<double>(decoder) / std::max(1, cfg.par.pp);
   const double dense = std::min(layers, static_cast<double>(m.first_k_dense_layers));
-  return (forward_ns(sc.moe_layer) * (layers - dense) + forward_ns(sc.dense_layer) * dense) /
-         1000.0;
+  return (sum_ns(sc.moe_layer) * (layers - dense) + sum_ns(sc.dense_layer) * dense) / 1000.0;
 }
 
-double ring_time_us(const HardwareProfile& hw, double bytes, int n, bool over_network) {
+double detail::ring_time_us(const HardwareProfile& hw, double bytes, int n, bool over_network) {
   if (n <= 1 || bytes <= 0) return 0.0;
   const double bw = over_network ? hw.net_gbps * hw.net_efficiency : hw.nvlink_gbps * hw.nccl_efficiency;
   const double lat = over_network ? hw.net_latency_us : hw.nvlink_latency_us;
   return 2.0 * (n - 1) * lat + bytes * (n - 1.0) / n / (bw * 1e3);
+}
+
+namespace {
+
+using detail::ring_time_us;
+
+/// One micro-batch's forward through this rank's decoder layers, each op alone, us.
+double first_forward_us(const Config& cfg, const StepCosts& sc) {
+  return detail::rank_layers_us(cfg, sc, true);
 }
 
 }  // namespace
@@ -252,6 +261,7 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
     sc.dp_grad_reduce = Builder::assemble(OpKind::dp_grad_reduce, Direction::backward, StreamKind::comm, {d, e});
     sc.dp_grad_reduce.link = dense_net || expert_net ? LinkClass::network : LinkClass::nvlink;
     sc.dp_grad_reduce.sms = 16;
+    detail::add_fsdp_costs(cfg, sc);
   }
 
   // Optimizer step over this GPU's shard of the parameters (distributed optimizer: dense over

@@ -71,48 +71,6 @@ constexpr const char* kCommOverlapClass = "megatron.bridge.training.comm_overlap
 constexpr int kGluInterleave = 32;
 }  // namespace
 
-int recommended_cuda_device_max_connections(const Config& c) {
-  // Megatron-LM asserts 1 for TP/CP > 1 before Blackwell unless EP overlap is on (arguments.py
-  // l.1453-1479); with overlap the comm stream needs its own hardware queue.
-  if (c.opt.overlap_moe_expert_parallel_comm) return 32;
-  if ((c.par.tp > 1 || c.par.cp > 1) && c.hw.compute_capability_major < 10) return 1;
-  return 32;
-}
-
-void apply_emitted_defaults(Config& c, const ValidationContext& ctx) {
-  auto& o = c.opt;
-  if (!o.quantized()) return;
-  if (o.distributed_optimizer && o.fp8_recipe != model::Fp8Recipe::blockwise) o.fp8_param_gather = true;
-  if (o.precision != model::Precision::fp8) return;
-  // Bridge's Hopper preset (current scaling) keeps the first and last layers in BF16.
-  if (ctx.frontend == Frontend::bridge && c.hw.compute_capability_major < 10 &&
-      o.bf16_layers_start + o.bf16_layers_end == 0)
-    o.bf16_layers_start = o.bf16_layers_end = 1;
-  if (c.hw.compute_capability_major >= 10 && is_main(ctx) && c.model.num_experts > 0 &&
-      c.model.gated_linear_unit)
-    o.fused_grouped_mlp = true;
-}
-
-SmKnobs sm_knobs(const Config& c, const ValidationContext& ctx) {
-  const auto& o = c.opt;
-  SmKnobs k{0, o.deepep_num_sms, o.hybridep_num_sms};
-  if (o.dispatcher != Dispatcher::flex || o.comm_sms <= 0) return k;
-  if (is_main(ctx)) k.flex = o.comm_sms;
-  else (o.flex_backend == FlexBackend::deepep ? k.deepep : k.hybridep) = o.comm_sms;
-  return k;
-}
-
-void route_per_backend_sms(model::Options& o, bool flex_sms_given) {
-  int& per_backend = o.flex_backend == FlexBackend::deepep ? o.deepep_num_sms : o.hybridep_num_sms;
-  if (flex_sms_given || o.dispatcher != Dispatcher::flex || per_backend <= 0) return;
-  o.comm_sms = per_backend;
-  per_backend = 0;
-}
-
-int hybridep_ranks_per_nvlink_domain(const Config& c) {
-  return std::max(1, std::min(c.par.ep, c.hw.nvlink_domain_size));
-}
-
 std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   std::ostringstream os;
   const auto& p = c.par;
@@ -212,6 +170,13 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
     os << "ddp.num_distributed_optimizer_instances=" << o.distributed_optimizer_instances << "\n";
   os << "ddp.overlap_grad_reduce=" << b(o.overlap_grad_reduce) << "\n";
   os << "ddp.overlap_param_gather=" << b(o.param_gather_overlapped()) << "\n";
+  // Megatron-FSDP as Bridge's performance scripts set it (average_in_collective unsupported).
+  if (o.megatron_fsdp) {
+    os << "ddp.use_megatron_fsdp=true\n";
+    os << "ddp.data_parallel_sharding_strategy=" << model::to_string(o.fsdp_sharding) << "\n";
+    os << "ddp.average_in_collective=false\n";
+    if (o.fsdp_outer_optim) os << "ddp.outer_dp_sharding_strategy=optim\n";
+  }
   return os.str();
 }
 
@@ -316,6 +281,11 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "ddp.use_distributed_optimizer") o.distributed_optimizer = to_bool(v, w);
     else if (k == "ddp.num_distributed_optimizer_instances")
       o.distributed_optimizer_instances = to_int(v, w);
+    else if (k == "ddp.use_megatron_fsdp") o.megatron_fsdp = to_bool(v, w);
+    else if (k == "ddp.data_parallel_sharding_strategy")
+      o.fsdp_sharding = model::parse_fsdp_sharding(v, w);
+    else if (k == "ddp.average_in_collective") to_bool(v, w);  // no cost of its own
+    else if (k == "ddp.outer_dp_sharding_strategy") o.fsdp_outer_optim = v == "optim";
     else if (k == "ddp.overlap_grad_reduce") o.overlap_grad_reduce = to_bool(v, w);
     else if (k == "ddp.overlap_param_gather") o.overlap_param_gather = to_bool(v, w);
     else

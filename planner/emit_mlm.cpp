@@ -152,6 +152,13 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.distributed_optimizer) a.push_back("--use-distributed-optimizer");
   if (o.distributed_optimizer_instances > 1)
     kv("--num-distributed-optimizer-instances", std::to_string(o.distributed_optimizer_instances));
+  // Megatron-FSDP: Megatron-LM asserts the fsdp_dtensor checkpoint format with it.
+  if (o.megatron_fsdp) {
+    a.push_back("--use-megatron-fsdp");
+    kv("--data-parallel-sharding-strategy", model::to_string(o.fsdp_sharding));
+    kv("--ckpt-format", "fsdp_dtensor");
+    if (o.fsdp_outer_optim) kv("--outer-dp-sharding-strategy", "optim");
+  }
   if (o.overlap_grad_reduce) a.push_back("--overlap-grad-reduce");
   // Megatron-LM takes it with the distributed optimizer and overlap_grad_reduce only.
   if (o.distributed_optimizer && o.param_gather_overlapped())
@@ -289,6 +296,11 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--use-distributed-optimizer") o.distributed_optimizer = true;
     else if (f == "--num-distributed-optimizer-instances")
       o.distributed_optimizer_instances = to_int(value(), where);
+    else if (f == "--use-megatron-fsdp") o.megatron_fsdp = true;
+    else if (f == "--data-parallel-sharding-strategy")
+      o.fsdp_sharding = model::parse_fsdp_sharding(value(), where);
+    else if (f == "--ckpt-format") value();  // checkpoints only
+    else if (f == "--outer-dp-sharding-strategy") o.fsdp_outer_optim = value() == "optim";
     else if (f == "--overlap-grad-reduce") o.overlap_grad_reduce = true;
     else if (f == "--overlap-param-gather") o.overlap_param_gather = true;
     // The bias and padding flags describe the validation context, not the configuration.

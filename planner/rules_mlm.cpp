@@ -35,9 +35,19 @@ void add_mlm_rules(std::vector<Rule>& out) {
         return "recompute method is not yet supported for selective recomputing granularity";
       },
       "drop --recompute-method with --recompute selective");
+  add(out, "FSDP-CDMC", kError,
+      "Megatron-LM megatron/training/arguments.py (use_megatron_fsdp); Megatron-Bridge "
+      "training/config.py (_validate_and_apply_megatron_fsdp_v1_configs)",
+      kAllVersions, kBothFrontends,
+      [](const Config& c, const ValidationContext& x) -> std::string {
+        if (!(c.opt.megatron_fsdp || x.megatron_fsdp) || c.opt.cuda_device_max_connections != 1)
+          return "";
+        return "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset";
+      },
+      "use --cdmc 32 (export CUDA_DEVICE_MAX_CONNECTIONS=32), or the distributed optimizer");
   add(out, "MLM-CDMC-TP-CP", kError, kCdmc, kAllVersions, kMlm,
       [](const Config& c, const ValidationContext& x) -> std::string {
-        if (!tp_or_cp_pre_blackwell(c) || overlap(c) || x.megatron_fsdp ||
+        if (!tp_or_cp_pre_blackwell(c) || overlap(c) || x.megatron_fsdp || c.opt.megatron_fsdp ||
             c.opt.cuda_device_max_connections == 1)
           return "";
         return cat("tp = ", c.par.tp, ", cp = ", c.par.cp, " on compute capability ",

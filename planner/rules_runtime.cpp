@@ -91,7 +91,7 @@ void add_runtime_rules(std::vector<Rule>& out) {
       "Megatron-LM megatron/core/pipeline_parallel/schedules.py (interleaved + Megatron-FSDP)",
       kAllVersions, kBothFrontends,
       [](const Config& c, const ValidationContext& x) -> std::string {
-        if (!overlap(c) || !x.megatron_fsdp || c.par.vpp <= 1) return "";
+        if (!overlap(c) || !(x.megatron_fsdp || c.opt.megatron_fsdp) || c.par.vpp <= 1) return "";
         return "EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism";
       },
       "use --pp 1 (or --vpp 1) with --megatron-fsdp, or the distributed optimizer");

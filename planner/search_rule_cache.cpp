@@ -21,6 +21,7 @@ const std::vector<RuleReadsEntry>& rule_reads() {
       {"MLM-GROUPED-GEMM-BF16", 0},
       {"MLM-RECOMPUTE-SELECTIVE-METHOD", R},
       // tp, cp and CUDA_DEVICE_MAX_CONNECTIONS, which apply_candidate sets from tp, cp, overlap
+      {"FSDP-CDMC", L | O},  // the planner sets CUDA_DEVICE_MAX_CONNECTIONS by layout
       {"MLM-CDMC-TP-CP", L | O},
       {"MLM-DELAY-WGRAD-TE-IMPL", O},
       {"MLM-DELAY-WGRAD-OGR-TE", O},

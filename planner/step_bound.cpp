@@ -230,7 +230,8 @@ void set_bound_parallel_costs(const model::StepCosts& costs, BoundCosts& b) {
   b.pp_send_ns = least_ns(costs.pp_send_recv);
   // Serial after the last backward, as the optimizer step: at least the parameter all-gather's
   // first bucket (model::exposed_param_gather_us needs the layers' costs for the rest).
-  b.optimizer_step_us = costs.optimizer_step_us + costs.param_gather_first_us;
+  b.optimizer_step_us =
+      costs.optimizer_step_us + costs.param_gather_first_us + costs.fsdp_exposed_us;
   b.framework_step_us = costs.framework_step_us;
 }
 

@@ -56,6 +56,9 @@ void check_same_layout_and_options(const model::Config& a, const model::Config& 
   CHECK(o.rank_capacity_factor == Approx(r.rank_capacity_factor));
   CHECK(o.paged_stash == r.paged_stash);
   CHECK(o.distributed_optimizer_instances == r.distributed_optimizer_instances);
+  CHECK(o.megatron_fsdp == r.megatron_fsdp);
+  CHECK(o.fsdp_sharding == r.fsdp_sharding);
+  CHECK(o.fsdp_outer_optim == r.fsdp_outer_optim);
   CHECK(o.grad_reduce_in_fp32 == r.grad_reduce_in_fp32);
   CHECK(o.adam_moments_bf16 == r.adam_moments_bf16);
   CHECK(o.params_dtype == r.params_dtype);

@@ -53,6 +53,9 @@ TEST_CASE("configuration JSON round trip", "[config]") {
   c.opt.recompute_modules = {"moe_act", "layernorm"};
   c.opt.routing.kind = RoutingKind::skewed;
   c.opt.routing.skew = 0.8;
+  c.opt.megatron_fsdp = true;
+  c.opt.fsdp_sharding = FsdpSharding::optim_grads;
+  c.opt.fsdp_outer_optim = true;
   const auto j = to_json(c);
   Config back = config_from_json(j, "mem");
   back.derive_and_check();

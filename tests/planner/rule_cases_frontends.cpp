@@ -23,6 +23,17 @@ std::vector<RuleCase> frontend_rule_cases() {
          no_overlap(c);
          c.opt.params_dtype = model::ParamsDtype::fp16;
        }},
+      {"FSDP-CDMC",
+       [](Config& c, ValidationContext& x) {
+         x.frontend = Frontend::mlm;
+         c.opt.megatron_fsdp = true;
+         c.opt.cuda_device_max_connections = 1;
+       },
+       [](Config& c, ValidationContext& x) {
+         x.frontend = Frontend::mlm;
+         c.opt.megatron_fsdp = true;
+         c.opt.cuda_device_max_connections = 32;
+       }},
       {"MLM-CDMC-TP-CP",
        [](Config& c, ValidationContext& x) {
          x.frontend = Frontend::mlm;
