@@ -145,6 +145,8 @@ const std::vector<std::pair<const char*, const char*>> kPlans = {
     {"flex / HybridEP", "--layout tp=1,pp=1,ep=16 --dispatcher flex --flex-backend hybridep"},
     {"alltoall, TP 2 PP 2, offloading",
      "--layout tp=2,pp=2,ep=8 --dispatcher alltoall --offload-modules core_attn,attn_proj"},
+    {"Megatron-FSDP, HSDP over two instances",
+     "--megatron-fsdp --dist-opt-instances 2 --fsdp-outer-optim"},
 };
 
 }  // namespace
@@ -159,6 +161,8 @@ TEST_CASE("every emitted Bridge override takes effect in Bridge's config tree") 
     const Overrides kv = parse(r.output);
     CHECK(kv.size() > 20);
     CHECK(kv.count("mixed_precision") == 1);
+    if (std::string(args).find("--megatron-fsdp") != std::string::npos)
+      CHECK(kv.count("ddp.use_megatron_fsdp") == 1);
     const auto bad = problems(tree, kv);
     std::string all;
     for (const auto& b : bad) all += b + "\n";
