@@ -33,8 +33,12 @@ struct Param {
 const Param kParams[] = {
     {"fp8_gemm_efficiency", &model::HardwareProfile::fp8_gemm_efficiency, 0.30, 0.85,
      "FP8 GEMM efficiency"},
+    // The framework's memory-bound kernels against the datasheet HBM bandwidth; only rows can
+    // tell it (a streaming kernel's hbm_efficiency is measured, or carried).
+    {"framework_hbm_efficiency", &model::HardwareProfile::framework_hbm_efficiency, 0.20, 0.95,
+     "the memory-bound kernels' efficiency", false, true},
     {"framework_op_host_us", &model::HardwareProfile::framework_op_host_us, 0.0, 3000.0,
-     "framework host time per layer op", false, true},
+     "the host time per layer op", false, true},
     {"net_efficiency", &model::HardwareProfile::net_efficiency, 0.20, 1.0,
      "scale-out network efficiency"},
     {"framework_step_host_us", &model::HardwareProfile::framework_step_host_us, 0.0, 1e6,
@@ -114,10 +118,24 @@ bool fitted_here(const ClusterState& c, const Param& p) {
        src->second.find("calibrate ops") != std::string::npos))
     return false;
   if (p.field == &model::HardwareProfile::fp8_gemm_efficiency) return c.any_fp8;
+  // The framework's memory-bound rate where the streaming rate itself was not measured: on
+  // Hopper it was, and Megatron's own MoE-layer times there (op_benchmarks) already come out
+  // slow at that rate, so a lower one has no ground there.
+  if (p.field == &model::HardwareProfile::framework_hbm_efficiency) {
+    const auto hbm = c.hw.sources.find("hbm_efficiency");
+    return hbm == c.hw.sources.end() || hbm->second.rfind("measured", 0) != 0;
+  }
   if (p.field == &model::HardwareProfile::net_efficiency) return c.any_net;
   if (p.field == &model::HardwareProfile::ssd_efficiency) return c.any_ssd;
   if (p.field == &model::HardwareProfile::framework_step_host_us) return c.any_short;
   return !c.rated.empty();
+}
+
+/// What a pooled parameter describes, for its provenance.
+std::string what_of(const std::string& name) {
+  for (const Param& p : kParams)
+    if (name == p.name) return p.what;
+  return name;
 }
 
 double search(const Param& p, const std::function<double(double)>& f) {
@@ -235,8 +253,8 @@ std::map<std::string, ClusterFit> fit_published(const std::vector<PublishedRow>&
       std::ostringstream why;
       why << "fitted " << date << " by epo calibrate published on " << on.rows
           << " published run(s) of "
-          << (on.clusters > 1 ? std::to_string(on.clusters) +
-                                    " clusters together (the framework's host time, one value)"
+          << (on.clusters > 1 ? std::to_string(on.clusters) + " clusters together (" +
+                                    what_of(name) + " of the framework, one value)"
                               : std::string("this cluster"))
           << " (models not held out); robust mean |ln error| of this cluster's " << c.all.size()
           << " rows " << c.fit.before_mean_abs_log << " -> " << c.fit.after_mean_abs_log;

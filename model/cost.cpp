@@ -129,6 +129,10 @@ double memory_time_us(const HardwareProfile& hw, Bytes bytes) {
   return bytes / (hw.hbm_gbps * hw.hbm_efficiency * 1e3);  // GB/s * 1e3 = bytes per us
 }
 
+double framework_memory_time_us(const HardwareProfile& hw, Bytes bytes) {
+  return bytes / (hw.hbm_gbps * hw.framework_hbm_cost_efficiency() * 1e3);
+}
+
 double local_copy_gbps(const HardwareProfile& hw, double blocks) {
   const double b = std::clamp(blocks, 1.0, static_cast<double>(kCopyBlocksPerSm) * hw.num_sms);
   const double harmonic =

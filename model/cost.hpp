@@ -197,6 +197,8 @@ ExpertGemm expert_gemm_path(const Config& cfg);
 constexpr int kGroupedLaunchBatch = 128;
 /// Duration of a memory-bound kernel moving `bytes` (read + written) with all SMs.
 double memory_time_us(const HardwareProfile& hw, Bytes bytes);
+/// The same for the framework's own memory-bound kernels (framework_hbm_efficiency).
+double framework_memory_time_us(const HardwareProfile& hw, Bytes bytes);
 
 /// Blocks per SM an SM-limited copy kernel (512 threads, executor/exec_kernels.cu) can keep
 /// resident: several ranks' copies launched at once share SMs up to this many blocks each.

@@ -139,7 +139,7 @@ class Builder {
     c.name = name;
     c.num_kernels = kernels;
     c.hbm_bytes = bytes;
-    c.duration_us = timed(memory_time_us(hw_, bytes), kernels);
+    c.duration_us = timed(framework_memory_time_us(hw_, bytes), kernels);
     return c;
   }
 

@@ -39,6 +39,15 @@ struct HardwareProfile {
   double gemm_efficiency = 0.8;    ///< fraction of peak a large GEMM reaches
   double gemm_half_dim = 64;       ///< GEMM size (min of m,n,k) at which efficiency halves
   double hbm_efficiency = 0.88;    ///< fraction of peak HBM bandwidth a streaming kernel reaches
+  /// Fraction of peak HBM bandwidth the framework's own memory-bound kernels reach in a training
+  /// step (norms, activations, permutes, residual adds, rotary embeddings, the router and loss:
+  /// short, launch- and occupancy-bound kernels, not one long stream); 0 = hbm_efficiency.
+  /// Transformer Engine's quantize kernels, GEMMs' operand traffic and copies stream at
+  /// hbm_efficiency.
+  double framework_hbm_efficiency = 0.0;
+  double framework_hbm_cost_efficiency() const {
+    return framework_hbm_efficiency > 0 ? framework_hbm_efficiency : hbm_efficiency;
+  }
   double kernel_launch_us = 4.0;   ///< fixed cost per kernel on the GPU timeline
   /// Cost of one GEMM library call (cuBLAS plans and launches on the host: more than an empty
   /// kernel); 0 = kernel_launch_us.

@@ -183,7 +183,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       if (std::strncmp(c.name, "cp.", 3) == 0) d.duration_us *= 2;
     } else if (c.flops == 0) {
       d.hbm_bytes *= 2;
-      d.duration_us = b.timed(memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
+      d.duration_us = b.timed(framework_memory_time_us(b.hw_, d.hbm_bytes), d.num_kernels);
     }
     pd_b.push_back(d);
     if (c.flops > 0 && std::strcmp(c.name, "attn.core") != 0 && std::strcmp(c.name, "mamba.ssd") != 0)

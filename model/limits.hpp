@@ -81,6 +81,7 @@ inline constexpr RealRange kReal[] = {
     {"gemm_efficiency", "--profile", 1e-3, 1.0},
     {"gemm_half_dim", "--profile", 0, 1e5},
     {"hbm_efficiency", "--profile", 1e-3, 1.0},
+    {"framework_hbm_efficiency", "--profile", 0.0, 1.0},
     {"kernel_launch_us", "--profile", 0, 1e3},
     {"gemm_call_us", "--profile", 0, 1e3},
     {"grouped_gemm_efficiency", "--profile", 1e-3, 1.0},

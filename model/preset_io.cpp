@@ -252,6 +252,7 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   opt("gemm_efficiency", h.gemm_efficiency);
   opt("gemm_half_dim", h.gemm_half_dim);
   opt("hbm_efficiency", h.hbm_efficiency);
+  opt("framework_hbm_efficiency", h.framework_hbm_efficiency);
   opt("kernel_launch_us", h.kernel_launch_us);
   opt("gemm_call_us", h.gemm_call_us);
   opt("grouped_gemm_efficiency", h.grouped_gemm_efficiency);
@@ -312,6 +313,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("gemm_efficiency", h.gemm_efficiency);
   put("gemm_half_dim", h.gemm_half_dim);
   put("hbm_efficiency", h.hbm_efficiency);
+  put("framework_hbm_efficiency", h.framework_hbm_efficiency);
   put("kernel_launch_us", h.kernel_launch_us);
   put("gemm_call_us", h.gemm_call_us);
   put("grouped_gemm_efficiency", h.grouped_gemm_efficiency);

@@ -121,3 +121,27 @@ TEST_CASE("a parameter the rows cannot tell keeps its preset value", "[published
   CHECK(slower.at("dgx-b200").profile.provenance.size() >= 1);
   CHECK(slower.at("dgx-b200").after_mean_abs_log < slower.at("dgx-b200").before_mean_abs_log);
 }
+
+TEST_CASE("the framework's memory-bound rate is fitted only where the streaming rate was not "
+          "measured",
+          "[published][fit]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  auto rows = load_published_runs(kRows, clusters);
+  // The same FP8 run on H100 (its streaming rate measured) and on B200 (not), both published
+  // 30 % slower than predicted.
+  PublishedRow h = rows[0];
+  h.published.tflops_per_gpu =
+      0.7 * model::predict(*h.config, model::PredictMode::fast).model_tflops_per_gpu;
+  PublishedRow b = rows[0];
+  b.id = "b200";
+  b.cluster = "dgx-b200";
+  b.config->hw = model::load_hardware_preset("b200");
+  b.published.tflops_per_gpu =
+      0.7 * model::predict(*b.config, model::PredictMode::fast).model_tflops_per_gpu;
+  const auto fits = fit_published({h, b}, Split{}, "2026-12-05", 1);
+  CHECK(fits.at("dgx-h100").profile.framework_hbm_efficiency == 0);
+  CHECK(fits.at("dgx-h100").profile.provenance.count("framework_hbm_efficiency") == 0);
+  // On B200 it is one of the parameters that take up the gap: the fit lowers the error there.
+  CHECK(fits.at("dgx-b200").after_mean_abs_log < fits.at("dgx-b200").before_mean_abs_log);
+}

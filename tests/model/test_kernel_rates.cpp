@@ -139,3 +139,24 @@ TEST_CASE("the optimizer's host time grows with the parameter tensors a GPU hold
   wide.hw.framework_step_host_us = 0;
   CHECK(compute_step_costs(wide).framework_step_us == 0);
 }
+
+TEST_CASE("the framework's memory-bound kernels run at their own rate, TE's quantize at the "
+          "streaming rate",
+          "[cost][hbm]") {
+  Config c = qwen(4096);
+  c.opt.precision = Precision::fp8;
+  c.derive_and_check();
+  const StepCosts fast = compute_step_costs(c);
+  const OpCost& f = fast.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  Config slow = c;
+  slow.hw.framework_hbm_efficiency = c.hw.hbm_efficiency / 2;
+  const StepCosts slowed = compute_step_costs(slow);
+  const OpCost& s = slowed.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  // The residual add and norm are the framework's own kernels: half the rate, twice the time.
+  const Component &n0 = part(f, "attn.bda+norm"), &n1 = part(s, "attn.bda+norm");
+  CHECK(n1.duration_us > 1.5 * n0.duration_us);
+  // A GEMM and its FP8 quantize pass stream at hbm_efficiency: unchanged.
+  CHECK(part(s, "attn.qkv").duration_us == Approx(part(f, "attn.qkv").duration_us));
+  // 0 means the streaming rate itself.
+  CHECK(c.hw.framework_hbm_cost_efficiency() == c.hw.hbm_efficiency);
+}
