@@ -70,7 +70,10 @@ constexpr double kFullGcHostUs = 260e3;
 constexpr double kOptimizerHostUsPerTensor = 128.0;
 
 /// Parameter tensors of the fullest pipeline stage as Megatron-Core (Transformer Engine layers)
-/// holds them: a grouped expert linear holds one weight per local expert.
+/// holds them: a grouped expert linear holds one weight per local expert. The distributed
+/// optimizer steps only the tensors its shard of the gradient buffer covers (distrib_optimizer.py
+/// keeps a parameter's range where it meets the rank's shard): the dense ones over DP x CP, the
+/// experts' over expert-DP, each inside one optimizer instance.
 static double parameter_tensors(const Config& cfg) {
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;
@@ -86,9 +89,18 @@ static double parameter_tensors(const Config& cfg) {
     const HybridSpec& y = m.hybrid;
     per_moe_layer = moe + y.share('*') * (attention - 1) + y.share('M') * 9 + y.share('-') * 3;
   }
+  const double experts_per_layer = 2 * local_experts;
+  const double moe_layers = layers - dense + (p.pp == 1 ? m.mtp_num_layers : 0);
   double n = dense * (attention + 3) + (layers - dense) * per_moe_layer;
   if (p.pp == 1) n += m.mtp_num_layers * (attention + moe + 3) + 2;  // MTP; output layer, final norm
-  return n + 1;                                                       // the word embeddings
+  n += 1;                                                             // the word embeddings
+  const double expert_tensors = moe_layers * experts_per_layer;
+  if (!cfg.opt.distributed_optimizer) return n;
+  const double inst = cfg.opt.optimizer_instances();
+  const double dense_shard = std::max(1.0, p.dp * p.cp / inst);
+  const double expert_shard = std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / inst);
+  return std::max(1.0, (n - expert_tensors) / dense_shard) +
+         (expert_tensors > 0 ? std::max(1.0, expert_tensors / expert_shard) : 0.0);
 }
 
 /// Checkpointed regions a layer's backward op reruns: Megatron wraps each selectively recomputed

@@ -120,24 +120,34 @@ TEST_CASE("a delayed weight gradient's op takes a quarter of a module's op from 
   CHECK(added_us(OpKind::dispatch, Direction::forward) == Approx(400).margin(1));
 }
 
-TEST_CASE("the optimizer's host time grows with the parameter tensors a GPU holds",
+TEST_CASE("the optimizer's host time grows with the parameter tensors a GPU steps",
           "[predict][host]") {
   // A grouped expert linear holds one weight per local expert: EP 2 holds 64 experts a layer
   // where EP 8 holds 16, 48 layers x 2 linears x 48 more tensors at 128 us each.
   Config wide = qwen(4096);
   wide.hw.framework_op_host_us = 100;
+  wide.opt.distributed_optimizer = false;
   Config narrow = wide;
   wide.par.ep = 8;
   narrow.par.ep = 2;
   wide.derive_and_check();
   narrow.derive_and_check();
-  const double extra = compute_step_costs(narrow).framework_step_us -
-                       compute_step_costs(wide).framework_step_us;
-  CHECK(extra == Approx(128.0 * 48 * 2 * 48).epsilon(1e-9));
+  auto host = [](const Config& c) { return compute_step_costs(c).framework_step_us; };
+  CHECK(host(narrow) - host(wide) == Approx(128.0 * 48 * 2 * 48).epsilon(1e-9));
+  // The distributed optimizer steps the tensors its shard covers: EP 2's experts over 4
+  // expert-DP ranks are as many a rank as EP 8's over 1; the dense ones over 8 DP ranks.
+  wide.opt.distributed_optimizer = narrow.opt.distributed_optimizer = true;
+  CHECK(host(narrow) == Approx(host(wide)).epsilon(1e-9));
+  CHECK(host(wide) < 128.0 * 48 * 2 * 16 * 1.2);
+  // Two instances: each shards over half the ranks, twice the tensors a rank.
+  Config two = narrow;
+  two.opt.distributed_optimizer_instances = 2;
+  two.derive_and_check();
+  CHECK(host(two) - host(narrow) == Approx(128.0 * 48 * 2 * 64 / 4).epsilon(0.05));
   // Without the framework's host work in the profile, no optimizer host time either.
   wide.hw.framework_op_host_us = 0;
   wide.hw.framework_step_host_us = 0;
-  CHECK(compute_step_costs(wide).framework_step_us == 0);
+  CHECK(host(wide) == 0);
 }
 
 TEST_CASE("the framework's memory-bound kernels run at their own rate, TE's quantize at the "
