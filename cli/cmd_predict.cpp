@@ -93,6 +93,8 @@ nlohmann::json prediction_json(const model::Config& cfg, const model::Prediction
           {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
           {"model_tflops_per_gpu", p.model_tflops_per_gpu},
           {"mfu", p.mfu},
+          {"fsdp_comm_us", p.costs.fsdp_comm_us},
+          {"fsdp_exposed_us", p.costs.fsdp_exposed_us},
           {"peak_memory_bytes", m.total_bytes},
           {"memory",
            {{"weights_bytes", m.weights_bytes}, {"gradients_bytes", m.gradients_bytes},
@@ -145,6 +147,10 @@ void print_prediction(const model::Config& cfg, const model::Prediction& p) {
               fmt_time_us(p.baseline_step_time_us).c_str(), 100.0 * p.overlap_gain);
   std::printf("  exposed EP communication  %12s   (without overlap %s)\n",
               fmt_time_us(p.exposed_comm_us).c_str(), fmt_time_us(p.baseline_exposed_comm_us).c_str());
+  if (p.costs.fsdp_comm_us > 0)
+    std::printf("  Megatron-FSDP comm        %12s   (%s of it exposed; %s sharding)\n",
+                fmt_time_us(p.costs.fsdp_comm_us).c_str(),
+                fmt_time_us(p.costs.fsdp_exposed_us).c_str(), model::to_string(o.fsdp_sharding));
   std::printf("  tokens/s per GPU          %12.0f\n", p.tokens_per_s_per_gpu);
   std::printf("  model TFLOP/s per GPU     %12.1f   (MFU %.1f%% of the dense BF16 peak)\n", p.model_tflops_per_gpu,
               100.0 * p.mfu);

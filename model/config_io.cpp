@@ -121,9 +121,9 @@ HardwareProfile load_profile_file(const std::string& path) {
 // Configurations
 
 Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
-  // A plan file carries the configuration under "config".
+  // A plan file (or a prediction, `epo predict --json`) carries the configuration under "config".
   if (j_in.is_object() && j_in.contains("config") && j_in.contains("kind") &&
-      j_in["kind"] == "plan") {
+      (j_in["kind"] == "plan" || j_in["kind"] == "prediction")) {
     return config_from_json(j_in["config"], where);
   }
   JsonReader r(j_in, where);

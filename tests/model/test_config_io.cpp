@@ -65,6 +65,11 @@ TEST_CASE("configuration JSON round trip", "[config]") {
   Config from_plan = config_from_json(plan, "plan");
   from_plan.derive_and_check();
   CHECK(to_json(from_plan) == to_json(back));
+  // so does a prediction (epo predict --json)
+  nlohmann::json prediction = {{"schema_version", 1}, {"kind", "prediction"}, {"config", j}};
+  Config from_prediction = config_from_json(prediction, "prediction");
+  from_prediction.derive_and_check();
+  CHECK(to_json(from_prediction) == to_json(back));
 }
 
 TEST_CASE("bad JSON input names the file, the key path and what is allowed", "[config]") {
