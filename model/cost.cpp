@@ -241,6 +241,19 @@ LayerParams layer_params(const ModelSpec& m) {
   return lp;
 }
 
+ShardRanks shard_ranks(const Config& cfg) {
+  const Parallel& p = cfg.par;
+  const double inst = cfg.opt.optimizer_instances();
+  return {std::max(1.0, std::max(1, p.dp * p.cp) / inst),
+          std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / inst)};
+}
+
+double rank_decoder_layers(const Config& cfg) {
+  const ModelSpec& m = cfg.model;
+  const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
+  return static_cast<double>(decoder) / std::max(1, cfg.par.pp);
+}
+
 GpuParams gpu_params(const Config& cfg) {
   const ModelSpec& m = cfg.model;
   const Parallel& p = cfg.par;

@@ -49,6 +49,17 @@ struct GpuParams {
 };
 GpuParams gpu_params(const Config& cfg);
 
+/// Ranks one distributed-optimizer instance shards a parameter over: the dense ones over DP x CP,
+/// the experts' over expert-DP, each divided among the instances (at least 1). Whether anything is
+/// sharded (the distributed optimizer, Megatron-FSDP) is the caller's to say.
+struct ShardRanks {
+  double dense = 1, expert = 1;
+};
+ShardRanks shard_ranks(const Config& cfg);
+/// Decoder layers on one pipeline rank, as the layer costs count them (a hybrid model's MoE
+/// layers, which carry their share of the other mixers; layer_hybrid.cpp).
+double rank_decoder_layers(const Config& cfg);
+
 /// One micro-batch through this rank's decoder layers, each op alone, us: the forward ops, or
 /// the backward and weight-gradient ops.
 double rank_layers_us(const Config& cfg, const StepCosts& sc, bool forward);

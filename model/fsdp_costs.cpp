@@ -26,12 +26,13 @@ void detail::add_fsdp_costs(const Config& cfg, StepCosts& sc) {
   const Parallel& p = cfg.par;
   const HardwareProfile& hw = cfg.hw;
   const GpuParams g = gpu_params(cfg);
-  const int inst = std::max(1, o.distributed_optimizer_instances);
+  const int inst = o.optimizer_instances();
   const int domain = hw.nvlink_domain_size;
   // The groups a layer's parameters are sharded over: dense over DP x CP (with TP beside each
   // member), experts over expert-DP (with EP x ETP beside each), inside one instance.
-  const int dense_group = std::max(1, p.dp * p.cp / inst);
-  const int expert_group = std::max(1, p.expert_dp(cfg.num_gpus) / inst);
+  const ShardRanks shard = shard_ranks(cfg);
+  const int dense_group = static_cast<int>(shard.dense);
+  const int expert_group = static_cast<int>(shard.expert);
   const bool dense_net = dense_group * p.tp > domain;
   const bool expert_net = expert_group * p.ep * p.etp > domain;
   auto ring = [&](double bytes_per_param) {
@@ -50,9 +51,7 @@ void detail::add_fsdp_costs(const Config& cfg, StepCosts& sc) {
   // One micro-batch: layer i+1's gather runs under layer i's forward, so the first layer's is
   // exposed and the rest only where they outlast the compute; in the backward the gathers and
   // the reduce-scatters run under the layers' backward, the first gather exposed.
-  const ModelSpec& m = cfg.model;
-  const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
-  const double units = std::max(1.0, static_cast<double>(decoder) / std::max(1, p.pp));
+  const double units = std::max(1.0, rank_decoder_layers(cfg));
   const double fwd = rank_layers_us(cfg, sc, true);
   const double bwd = rank_layers_us(cfg, sc, false);
   const double rest = (units - 1) / units;

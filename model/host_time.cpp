@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/cost_detail.hpp"
+
 namespace epo::model::detail {
 
 /// Has the CUDA-graph scope `name` (TE's partial graphs) been asked for?
@@ -96,11 +98,9 @@ static double parameter_tensors(const Config& cfg) {
   n += 1;                                                             // the word embeddings
   const double expert_tensors = moe_layers * experts_per_layer;
   if (!cfg.opt.distributed_optimizer) return n;
-  const double inst = cfg.opt.optimizer_instances();
-  const double dense_shard = std::max(1.0, p.dp * p.cp / inst);
-  const double expert_shard = std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / inst);
-  return std::max(1.0, (n - expert_tensors) / dense_shard) +
-         (expert_tensors > 0 ? std::max(1.0, expert_tensors / expert_shard) : 0.0);
+  const ShardRanks shard = shard_ranks(cfg);
+  return std::max(1.0, (n - expert_tensors) / shard.dense) +
+         (expert_tensors > 0 ? std::max(1.0, expert_tensors / shard.expert) : 0.0);
 }
 
 /// Checkpointed regions a layer's backward op reruns: Megatron wraps each selectively recomputed

@@ -202,9 +202,7 @@ void shard_for_fsdp(const Config& cfg, const RankParams& rp, double dense_dp, do
   const double params = rp.dense + rp.expert;
   if (params <= 0) return;
   const double share = (rp.dense / dense_dp + rp.expert / expert_dp) / params;
-  const ModelSpec& m = cfg.model;
-  const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
-  const double units = std::max(1.0, static_cast<double>(decoder) / std::max(1, cfg.par.pp));
+  const double units = std::max(1.0, detail::rank_decoder_layers(cfg));
   const double working = std::min(1.0, 2.0 / units);
   mb.gradients_bytes = grad_bytes * params * (share + working);
   if (!cfg.opt.fsdp_shards_params()) return;
@@ -240,8 +238,8 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
   const LayerActivation head = detail::head_activation(cfg);
   // The optimizer is sharded inside one distributed-optimizer instance.
   const double instances = o.optimizer_instances();
-  const double dense_dp = std::max(1.0, std::max(1, p.dp * p.cp) / instances);
-  const double expert_dp = std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / instances);
+  const detail::ShardRanks shard = detail::shard_ranks(cfg);
+  const double dense_dp = shard.dense, expert_dp = shard.expert;
   const double grad_bytes = o.grad_reduce_in_fp32 ? 4.0 : 2.0;
   const double state_bytes = 4.0 + 2 * (o.adam_moments_bf16 ? 2.0 : 4.0);
   const double buffers = dispatcher_buffers(cfg);

@@ -10,12 +10,6 @@
 
 namespace epo::model {
 
-namespace {
-
-using detail::Builder;
-
-}  // namespace
-
 double detail::rank_layers_us(const Config& cfg, const StepCosts& sc, bool forward) {
   auto sum_ns = [forward](const LayerCosts& l) {
     TimeNs t = 0;
@@ -23,11 +17,8 @@ double detail::rank_layers_us(const Config& cfg, const StepCosts& sc, bool forwa
       if ((op.dir == Direction::forward) == forward) t += op.duration_ns;
     return static_cast<double>(t);
   };
-  // A hybrid model's MoE layers carry their share of the other mixers (layer_hybrid.cpp).
-  const ModelSpec& m = cfg.model;
-  const int decoder = m.hybrid.enabled() ? m.hybrid.count('E') : m.num_layers;
-  const double layers = static_cast<double>(decoder) / std::max(1, cfg.par.pp);
-  const double dense = std::min(layers, static_cast<double>(m.first_k_dense_layers));
+  const double layers = rank_decoder_layers(cfg);
+  const double dense = std::min(layers, static_cast<double>(cfg.model.first_k_dense_layers));
   return (sum_ns(sc.moe_layer) * (layers - dense) + sum_ns(sc.dense_layer) * dense) / 1000.0;
 }
 
@@ -40,12 +31,8 @@ double detail::ring_time_us(const HardwareProfile& hw, double bytes, int n, bool
 
 namespace {
 
+using detail::Builder;
 using detail::ring_time_us;
-
-/// One micro-batch's forward through this rank's decoder layers, each op alone, us.
-double first_forward_us(const Config& cfg, const StepCosts& sc) {
-  return detail::rank_layers_us(cfg, sc, true);
-}
 
 }  // namespace
 
@@ -269,12 +256,9 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
   // weight and moments back (28 bytes), the gradient-norm pass (4) and the bf16 weights (2).
   if (!cfg.decoder_only && cfg.virtual_ranks <= 0) {
     const auto g = detail::gpu_params(cfg);
-    const double inst = cfg.opt.optimizer_instances();
-    const double dense_shard =
-        cfg.opt.distributed_optimizer ? std::max(1.0, p.dp * p.cp / inst) : 1;
-    const double expert_shard =
-        cfg.opt.distributed_optimizer ? std::max(1.0, std::max(1, p.expert_dp(cfg.num_gpus)) / inst) : 1;
-    const double local = g.dense / dense_shard + g.expert / expert_shard;
+    const detail::ShardRanks shard =
+        cfg.opt.distributed_optimizer ? detail::shard_ranks(cfg) : detail::ShardRanks{};
+    const double local = g.dense / shard.dense + g.expert / shard.expert;
     sc.optimizer_step_us = memory_time_us(cfg.hw, local * 34.0) + 40 * cfg.hw.kernel_launch_us;
     sc.framework_step_us = detail::framework_step_host_us(cfg);
   }
@@ -282,7 +266,7 @@ void add_parallel_costs(const Config& cfg, StepCosts& sc) {
 
 double exposed_param_gather_us(const Config& cfg, const StepCosts& sc) {
   if (!cfg.opt.param_gather_overlapped()) return sc.param_gather_us;
-  return std::max(sc.param_gather_first_us, sc.param_gather_us - first_forward_us(cfg, sc));
+  return std::max(sc.param_gather_first_us, sc.param_gather_us - detail::rank_layers_us(cfg, sc, true));
 }
 
 StepCosts compute_step_costs(const Config& cfg) {
