@@ -83,11 +83,6 @@ void set_cuda_graph(model::Options& o, const nlohmann::json& cg) {
       if (s.is_string()) o.cuda_graph_modules.push_back(s.get<std::string>());
 }
 
-/// A boolean field of a JSON object that is there and true.
-bool is_true(const nlohmann::json& obj, const char* k) {
-  return obj.is_object() && obj.contains(k) && obj[k].is_boolean() && obj[k].get<bool>();
-}
-
 }  // namespace
 
 RunFigures::RunFigures()

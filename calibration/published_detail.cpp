@@ -41,6 +41,10 @@ std::string str_field(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
+bool is_true(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+}
+
 void for_each_json_line(const std::string& path,
                         const std::function<void(const nlohmann::json&, int)>& each) {
   std::istringstream in(model::read_input_file(path));
@@ -89,9 +93,9 @@ void set_offload_modules(const nlohmann::json& os, const nlohmann::json* recipe,
   for (std::string m; offloaded >> m;) o.offload_modules.push_back(m);
   if (!o.offload_modules.empty() || !recipe) return;
   const nlohmann::json& ra = *recipe;
-  const char* kOn = "model.fine_grained_activation_offloading";
   const char* kModules = "model.offload_modules";
-  if (!ra.contains(kOn) || ra[kOn] != true || !ra.contains(kModules) || !ra[kModules].is_array())
+  if (!is_true(ra, "model.fine_grained_activation_offloading") || !ra.contains(kModules) ||
+      !ra[kModules].is_array())
     return;
   for (const auto& m : ra[kModules])
     if (m.is_string()) o.offload_modules.push_back(m.get<std::string>());

@@ -31,6 +31,8 @@ double num_field(const nlohmann::json& j, const char* key);
 int int_field(const nlohmann::json& j, const char* key, int fallback);
 /// j[key] when it is a string, else "".
 std::string str_field(const nlohmann::json& j, const char* key);
+/// Whether j is an object whose `key` is there and true.
+bool is_true(const nlohmann::json& j, const char* key);
 
 /// Calls `each(object, line_number)` for every non-blank line of a JSON-lines file read with the
 /// project's input checks (regular file, size bound, no NUL, nesting depth, duplicate keys); a
