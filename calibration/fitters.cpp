@@ -116,10 +116,11 @@ Fit fit_gemm(const HardwareProfile& hw, const Samples& s) {
                    "us", hw, {"gemm_efficiency", "gemm_half_dim", "gemm_call_us"});
   // Unset (0) means the kernel launch cost: start from, and keep on refusal, what it stands for.
   f.fields[2].base = f.fields[2].value = hw.gemm_call_cost_us();
-  // Grouped launches have their own rate and call cost (fit_grouped_launch).
+  // Grouped launches have their own rate and call cost (fit_grouped_launch); a fresh-product
+  // wgrad is not what the executor runs.
   std::vector<GemmSample> gemm;
   for (const auto& g : s.gemm)
-    if (!g.grouped_launch && !g.strided_launch) gemm.push_back(g);
+    if (!g.grouped_launch && !g.strided_launch && g.accumulate) gemm.push_back(g);
   int grouped = 0, small = 0;
   double max_rate = 0;
   for (const auto& g : gemm) {
@@ -188,7 +189,7 @@ Fit fit_grouped_launch(const HardwareProfile& hw, const Samples& s) {
   f.fields[1].base = f.fields[1].value = hw.grouped_call_cost_us();
   std::vector<GemmSample> gs;
   for (const auto& g : s.gemm)
-    if (g.grouped_launch) gs.push_back(g);
+    if (g.grouped_launch && g.accumulate) gs.push_back(g);
   for (const auto& g : gs) {
     f.measured.push_back(g.time_us);
     f.labels.push_back(fmt("grouped launch %gx[%g,%g,%g]", g.count, g.m, g.n, g.k));

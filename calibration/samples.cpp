@@ -58,6 +58,11 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
       EPO_REQUIRE_INPUT(g.pass == "fwd" || g.pass == "dgrad" || g.pass == "wgrad", where,
                         ": pass = '", g.pass, "': expected fwd, dgrad or wgrad");
     }
+    if (r.has("accumulate")) {
+      EPO_REQUIRE_INPUT(g.pass == "wgrad", where, ": accumulate is a wgrad's setting, not ",
+                        g.pass, "'s");
+      g.accumulate = r.get_bool("accumulate", true);
+    }
     // fc1 of SwiGLU experts: hidden -> 2 * ffn; fc2: ffn -> hidden (executor/microbench.hpp).
     g.k = g.fc2 ? ffn : hidden;
     g.n = g.fc2 ? hidden : 2.0 * ffn;
@@ -165,6 +170,7 @@ nlohmann::json to_json(const Samples& s) {
                           {"time_us", g.time_us}};
       if (g.fc2) j["product"] = "fc2";
       if (g.pass != "fwd") j["pass"] = g.pass;
+      if (!g.accumulate) j["accumulate"] = false;
       arr.push_back(j);
     } else
       arr.push_back(

@@ -7,7 +7,10 @@
 //    num_experts SwiGLU fc1 products [tokens_per_expert x hidden] x [hidden x 2*ffn]; with
 //    "product":"fc2" the fc2 products [tokens_per_expert x ffn] x [ffn x hidden]; "pass":"dgrad" or
 //    "wgrad" times the product's data or weight gradient, read with the forward's triple (the
-//    cost model times all three passes of a product with it).
+//    cost model times all three passes of a product with it). A wgrad sums into the gradient
+//    (beta 1, as Megatron's gradient accumulation does); "accumulate":false marks a fresh product
+//    (beta 0), timed beside it for comparison with libraries that write a fresh product, never
+//    fitted on.
 //  - copy {bytes,sms,time_us}: a copy kernel holding `sms` SMs moving `bytes` of payload (each byte
 //    read once and written once).
 //  - hbm {bytes,time_us}: a device-to-device cudaMemcpyAsync of `bytes` with the whole GPU, time
@@ -38,6 +41,7 @@ struct GemmSample {
   bool strided_launch = false;  ///< one strided-batched GEMM over equal experts: not fitted on
   bool fc2 = false;             ///< grouped: the fc2 product (else fc1)
   std::string pass = "fwd";     ///< grouped: fwd, dgrad or wgrad
+  bool accumulate = true;       ///< wgrad: summed into the gradient (false: a fresh product)
   double time_us = 0;
 };
 

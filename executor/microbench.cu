@@ -167,7 +167,9 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
       for (std::int64_t e = 0; e < E; ++e) off[e] = e * t;
       for (const bool fc1 : {true, false}) {
         const int nn = static_cast<int>(fc1 ? 2 * F : H), k = static_cast<int>(fc1 ? H : F);
-        for (const char* pass : {"fwd", "dgrad", "wgrad"})
+        // "wgrad" sums into the gradient as the executor does; "fresh" writes the product alone
+        // (the comparison with libraries that do so, bench/grouped_mm_torch.py).
+        for (const char* pass : {"fwd", "dgrad", "wgrad", "fresh"})
           for (const char* launch : {"per_expert", "grouped", "strided"}) {
             const std::string l = launch;
             const auto algo = l == "grouped"   ? kernels::GroupedGemmAlgo::kGroupedBatched
@@ -188,12 +190,15 @@ nlohmann::json run_calibration_benchmarks(const BenchOptions& o, const BenchProg
               else
                 kernels::grouped_gemm_wgrad(blas.get(), xp, dp, static_cast<bf16*>(gw.get()),
                                             rows.data(), off.data(), static_cast<int>(E), nn, k,
-                                            true, algo, ws.get(), s1.get());
+                                            p == "wgrad", algo, ws.get(), s1.get());
             }, s1.get(), w, n, kGemmReps);
-            samples.push_back({{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
-                               {"num_experts", E}, {"hidden", H}, {"ffn", F},
-                               {"product", fc1 ? "fc1" : "fc2"}, {"pass", pass},
-                               {"launch", launch}, {"time_us", us}});
+            nlohmann::json row = {{"bench", "grouped_gemm"}, {"tokens_per_expert", t},
+                                  {"num_experts", E}, {"hidden", H}, {"ffn", F},
+                                  {"product", fc1 ? "fc1" : "fc2"},
+                                  {"pass", p == "fresh" ? "wgrad" : pass},
+                                  {"launch", launch}, {"time_us", us}};
+            if (p == "fresh") row["accumulate"] = false;
+            samples.push_back(row);
             tick("expert gemm (--for)");
           }
       }

@@ -73,6 +73,21 @@ TEST_CASE("fitters recover known parameters from noise-free samples") {
   CHECK(value(grouped, "grouped_gemm_efficiency") ==
         Approx(t.grouped_gemm_efficiency).epsilon(1e-4));
   CHECK(value(grouped, "grouped_call_us") == Approx(t.grouped_call_us).epsilon(1e-4));
+  // Fresh-product weight gradients (timed for comparison only) change neither fit, however off.
+  Samples with_fresh = s;
+  for (const auto& g : s.gemm) {
+    if (!g.grouped) continue;
+    GemmSample fresh = g;
+    fresh.pass = "wgrad";
+    fresh.accumulate = false;
+    fresh.time_us = g.time_us * 7.0;
+    with_fresh.gemm.push_back(fresh);
+  }
+  REQUIRE(with_fresh.gemm.size() > s.gemm.size());
+  CHECK(value(fit_gemm(hw, with_fresh), "gemm_efficiency") ==
+        Approx(value(gemm, "gemm_efficiency")));
+  CHECK(value(fit_grouped_launch(after_gemm, with_fresh), "grouped_gemm_efficiency") ==
+        Approx(value(grouped, "grouped_gemm_efficiency")));
 
   const Fit nccl = fit_nccl(hw, s);
   CHECK(value(nccl, "nccl_latency_us") == Approx(t.nccl_latency_us).epsilon(1e-6));

@@ -196,8 +196,12 @@ TEST_CASE("grouped samples of fc2 and of the gradients read with their forward t
   };
   doc["samples"].push_back(sample("fc1", "wgrad"));
   doc["samples"].push_back(sample("fc2", "dgrad"));
+  doc["samples"].push_back(sample("fc1", "wgrad"));
+  doc["samples"][2]["accumulate"] = false;  // a fresh product, timed for comparison only
   const Samples s = samples_from_json(doc, "x.json");
-  REQUIRE(s.gemm.size() == 2u);
+  REQUIRE(s.gemm.size() == 3u);
+  CHECK(s.gemm[0].accumulate);
+  CHECK_FALSE(s.gemm[2].accumulate);
   // fc1: hidden -> 2 ffn; fc2: ffn -> hidden, whatever the pass.
   CHECK(s.gemm[0].k == Approx(7168));
   CHECK(s.gemm[0].n == Approx(2 * 2048));
@@ -205,14 +209,19 @@ TEST_CASE("grouped samples of fc2 and of the gradients read with their forward t
   CHECK(s.gemm[1].n == Approx(7168));
   CHECK(s.gemm[1].count == Approx(32));
   const Samples back = samples_from_json(to_json(s), "round trip");
-  REQUIRE(back.gemm.size() == 2u);
-  for (int i = 0; i < 2; ++i) {
+  REQUIRE(back.gemm.size() == 3u);
+  for (int i = 0; i < 3; ++i) {
     CHECK(back.gemm[i].n == Approx(s.gemm[i].n));
     CHECK(back.gemm[i].k == Approx(s.gemm[i].k));
     CHECK(back.gemm[i].fc2 == s.gemm[i].fc2);
     CHECK(back.gemm[i].pass == s.gemm[i].pass);
+    CHECK(back.gemm[i].accumulate == s.gemm[i].accumulate);
   }
+  // Only a weight gradient sums into anything.
   json bad = doc;
+  bad["samples"][1]["accumulate"] = false;
+  CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
+  bad = doc;
   bad["samples"][0]["pass"] = "backward";
   CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
   bad = doc;
