@@ -307,6 +307,9 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
                     "sample from epo calibrate bench, or a measurement from epo run --json)");
   ProfileFit pf;
   HardwareProfile hw = base;
+  // The configurations' own expert shapes (bench --for) are kept as measured: the runs' fit
+  // below already predicts with them.
+  hw.expert_gemm_times = measured_expert_gemms(samples);
   auto run_fit = [&](Fit f) {
     refuse_unreadable(hw, f);
     apply_fit(hw, f);
@@ -374,6 +377,10 @@ ProfileFit fit_profile(const HardwareProfile& base, const Samples& samples,
       }
     }
   }
+  if (!hw.expert_gemm_times.empty())
+    prov["expert_gemm_times"] = std::to_string(hw.expert_gemm_times.size()) +
+                                " expert GEMMs measured at planned shapes (bench --for, " + from +
+                                "), " + date;
   hw.provenance = prov;
   hw.calibrated = true;
   hw.name = base.name + "-calibrated";

@@ -1,5 +1,7 @@
 #include "calibration/samples.hpp"
 
+#include <algorithm>
+
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
@@ -48,6 +50,7 @@ void read_sample(const nlohmann::json& js, const std::string& where, const std::
     const double hidden = r.require_double("hidden", 1, kMaxDim);
     const double ffn = r.require_double("ffn", 1, kMaxDim);
     if (r.has("product")) {
+      g.for_shape = true;
       const std::string product = r.require_string("product");
       EPO_REQUIRE_INPUT(product == "fc1" || product == "fc2", where, ": product = '", product,
                         "': expected fc1 or fc2");
@@ -168,7 +171,7 @@ nlohmann::json to_json(const Samples& s) {
                                      : g.strided_launch ? "strided"
                                                         : "per_expert"},
                           {"time_us", g.time_us}};
-      if (g.fc2) j["product"] = "fc2";
+      if (g.fc2 || g.for_shape) j["product"] = g.fc2 ? "fc2" : "fc1";
       if (g.pass != "fwd") j["pass"] = g.pass;
       if (!g.accumulate) j["accumulate"] = false;
       arr.push_back(j);
@@ -205,6 +208,29 @@ nlohmann::json to_json(const Samples& s) {
 
 Samples load_samples_file(const std::string& path) {
   return samples_from_json(model::read_json_file(path), path);
+}
+
+std::vector<model::MeasuredExpertGemm> measured_expert_gemms(const Samples& s) {
+  std::vector<model::MeasuredExpertGemm> out;
+  for (const auto& g : s.gemm) {
+    if (!g.grouped || !g.for_shape || !g.accumulate) continue;
+    model::MeasuredExpertGemm e;
+    e.experts = static_cast<int>(g.count);
+    e.rows = g.m;
+    e.n = g.n;
+    e.k = g.k;
+    e.pass = g.pass;
+    e.launch = g.grouped_launch ? "grouped" : g.strided_launch ? "strided" : "per_expert";
+    e.time_us = g.time_us;
+    auto same = [&](const model::MeasuredExpertGemm& x) {
+      return x.experts == e.experts && x.rows == e.rows && x.n == e.n && x.k == e.k &&
+             x.pass == e.pass && x.launch == e.launch;
+    };
+    auto it = std::find_if(out.begin(), out.end(), same);
+    if (it == out.end()) out.push_back(e);
+    else it->time_us = std::min(it->time_us, e.time_us);
+  }
+  return out;
 }
 
 }  // namespace epo::calib

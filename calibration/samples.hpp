@@ -29,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/hardware.hpp"
+
 namespace epo::calib {
 
 struct GemmSample {
@@ -42,6 +44,9 @@ struct GemmSample {
   bool fc2 = false;             ///< grouped: the fc2 product (else fc1)
   std::string pass = "fwd";     ///< grouped: fwd, dgrad or wgrad
   bool accumulate = true;       ///< wgrad: summed into the gradient (false: a fresh product)
+  /// A configuration's own expert shape (calibrate bench --for: the sample names its product);
+  /// fitted profiles keep these as measured times (HardwareProfile::expert_gemm_times).
+  bool for_shape = false;
   double time_us = 0;
 };
 
@@ -79,6 +84,10 @@ struct ContentionSample {
     return (gemm_alone_us - (together_us - comm_alone_us)) / comm_alone_us;
   }
 };
+
+/// The configuration-shaped expert GEMMs of `s` as a profile's measured times (accumulating
+/// weight gradients only; the fastest sample where one shape, pass and launch repeats).
+std::vector<model::MeasuredExpertGemm> measured_expert_gemms(const struct Samples& s);
 
 struct Samples {
   static constexpr int kSchemaVersion = 1;

@@ -4,6 +4,7 @@
 // of the same shape with fitted values and their provenance.
 #include <map>
 #include <string>
+#include <vector>
 
 namespace epo::model {
 
@@ -18,6 +19,18 @@ enum class GemmType { bf16, fp8, fp4 };
 /// the FP8 ones reach 0.537 of theirs (dgx-b300's fitted FP8 efficiency, which puts the MXFP8
 /// layer at 8.91 ms): 1.52 x the rate. Carried to the other Blackwell GPUs.
 constexpr double kFp4OverFp8GemmRate = 1.52;
+
+/// Expert GEMMs measured on this GPU at a planned configuration's own shape (epo calibrate bench
+/// --for): `experts` products of rows x n x k in one launch on the executor's path `launch`
+/// (per_expert, grouped or strided), one pass (fwd, dgrad, or wgrad summed into the gradient),
+/// device time of the whole launch back to back, us.
+struct MeasuredExpertGemm {
+  int experts = 0;
+  double rows = 0, n = 0, k = 0;
+  std::string pass = "fwd";
+  std::string launch = "per_expert";
+  double time_us = 0;
+};
 
 struct HardwareProfile {
   std::string name;
@@ -137,6 +150,10 @@ struct HardwareProfile {
   /// Mamba-2's chunked scan (hybrid models): fraction of the BF16 peak its kernels reach on the
   /// scan's FLOPs (model/layer_costs.cpp); 0 = kDefaultSsdEfficiency, an assumption.
   double ssd_efficiency = 0.0;
+
+  /// Where one of these matches an expert GEMM of the configuration, the cost model takes its
+  /// measured time rather than the fitted rates (model/measured_gemm.hpp).
+  std::vector<MeasuredExpertGemm> expert_gemm_times;
 
   std::map<std::string, std::string> sources;     ///< field -> datasheet / publication
   std::map<std::string, std::string> provenance;  ///< field -> how a fitted value was obtained

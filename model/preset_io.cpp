@@ -2,6 +2,7 @@
 #include "model/config_io.hpp"
 #include "model/error.hpp"
 #include "model/json_reader.hpp"
+#include "model/measured_gemm.hpp"
 #include "model/limits.hpp"
 
 #include <algorithm>
@@ -284,6 +285,8 @@ HardwareProfile hardware_from_json(const nlohmann::json& j, const std::string& w
   opt("attn_half_seq", h.attn_half_seq);
   opt("ssd_efficiency", h.ssd_efficiency);
   opt("comm_row_us", h.comm_row_us);
+  if (r.has("expert_gemm_times"))
+    h.expert_gemm_times = measured_expert_gemms_from_json(r.member("expert_gemm_times"), where);
   h.calibrated = r.get_bool("calibrated", false);
   h.provenance = r.get_string_map("provenance");
   for (const auto& [k, v] : r.sources()) h.sources[k] = v;
@@ -345,6 +348,7 @@ nlohmann::json to_json(const HardwareProfile& h) {
   put("attn_half_seq", h.attn_half_seq);
   put("ssd_efficiency", h.ssd_efficiency);
   put("comm_row_us", h.comm_row_us);
+  if (!h.expert_gemm_times.empty()) j["expert_gemm_times"] = to_json(h.expert_gemm_times);
   j["calibrated"] = h.calibrated;
   if (!h.provenance.empty()) j["provenance"] = h.provenance;
   return j;

@@ -228,3 +228,41 @@ TEST_CASE("grouped samples of fc2 and of the gradients read with their forward t
   bad["samples"][0]["product"] = "fc3";
   CHECK_THROWS_AS(samples_from_json(bad, "x.json"), epo::Error);
 }
+
+TEST_CASE("a configuration's own expert shapes become the fitted profile's measured times") {
+  using nlohmann::json;
+  const HardwareProfile t = test::truth_profile();
+  Samples s = test::synthetic_samples(t, 0.0, 1);
+  s.file = "synthetic.json";
+  json doc = {{"schema_version", 1}, {"kind", "samples"}, {"samples", json::array()}};
+  auto sample = [](const char* pass, const char* launch, double us) {
+    return json{{"bench", "grouped_gemm"}, {"tokens_per_expert", 683}, {"num_experts", 48},
+                {"hidden", 7168}, {"ffn", 2048}, {"product", "fc1"}, {"pass", pass},
+                {"launch", launch}, {"time_us", us}};
+  };
+  doc["samples"].push_back(sample("fwd", "per_expert", 2900.0));
+  doc["samples"].push_back(sample("fwd", "per_expert", 2800.0));  // a repeat: the faster kept
+  doc["samples"].push_back(sample("wgrad", "strided", 3400.0));
+  doc["samples"].push_back(sample("wgrad", "strided", 3000.0));
+  doc["samples"].back()["accumulate"] = false;  // a fresh product: not what the executor runs
+  const Samples shaped = samples_from_json(doc, "for.json");
+  // The product survives a round trip, fc1 included (it marks a configuration's shape).
+  const Samples back = samples_from_json(to_json(shaped), "round trip");
+  REQUIRE(back.gemm.size() == shaped.gemm.size());
+  CHECK(back.gemm[0].for_shape);
+  for (const auto& g : shaped.gemm) s.gemm.push_back(g);
+  const auto table = measured_expert_gemms(s);  // the generic sweep's grouped rows are not kept
+  REQUIRE(table.size() == 2u);
+  CHECK(table[0].experts == 48);
+  CHECK(table[0].rows == Approx(683));
+  CHECK(table[0].n == Approx(2 * 2048));
+  CHECK(table[0].k == Approx(7168));
+  CHECK(table[0].pass == "fwd");
+  CHECK(table[0].time_us == Approx(2800.0));
+  CHECK(table[1].launch == "strided");
+  CHECK(table[1].time_us == Approx(3400.0));
+  const ProfileFit pf = fit_profile(t, s, {}, "2026-12-05");
+  CHECK(pf.profile.expert_gemm_times.size() == 2u);
+  REQUIRE(pf.profile.provenance.count("expert_gemm_times"));
+  CHECK(contains(pf.profile.provenance.at("expert_gemm_times"), "synthetic.json"));
+}
