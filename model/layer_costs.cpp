@@ -286,7 +286,8 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
       mlp_b.push_back(d);
       if (c.flops > 0) (delay ? mlp_w : mlp_b).push_back(b.wgrad_of(c));
     }
-    if (full_recompute || o.recomputes("moe")) append(mlp_b, renamed(mlp_f, "recompute"));
+    const bool moe_recompute = full_recompute || o.recomputes("moe");
+    if (moe_recompute) append(mlp_b, renamed(mlp_f, "recompute"));
     // Shapes measured on this GPU (calibrate bench --for) take their measured time.
     const bool one_per_expert = path == ExpertGemm::per_expert || path == ExpertGemm::strided;
     const char* launch = strided                       ? "strided"
@@ -297,7 +298,7 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
         b.quant_of("expert.fc1") == Precision::bf16)
       use_measured_expert_gemms(b.hw_, static_cast<int>(std::lround(E_l)), me, glu * F, mh, mh, F,
                                 launch, b.share_, {&mlp_f, &mlp_b, &mlp_w});
-    if (o.recomputes("moe_act"))
+    if (!moe_recompute && o.recomputes("moe_act"))
       for (const auto& c : expert_activation(b, P, F, glu, true)) mlp_b.push_back(recomputed(c));
   } else {
     const double F = static_cast<double>(m.ffn_hidden_size) / tp;

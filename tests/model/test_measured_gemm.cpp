@@ -104,3 +104,17 @@ TEST_CASE("measured expert GEMMs read back from a profile and refuse what they c
   j["expert_gemm_times"][0]["time_us"] = -1.0;
   CHECK_THROWS_AS(hardware_from_json(j, "bad.json"), epo::Error);
 }
+
+TEST_CASE("moe_act beside moe recompute adds nothing: the whole MoE MLP is recomputed once",
+          "[cost]") {
+  Config cfg = qwen_on_virtual_ranks();
+  cfg.opt.recompute_granularity = RecomputeGranularity::selective;
+  cfg.opt.recompute_modules = {"moe"};
+  const StepCosts moe = compute_step_costs(cfg);
+  cfg.opt.recompute_modules = {"moe", "moe_act"};
+  const StepCosts both = compute_step_costs(cfg);
+  const OpCost& a = moe.moe_layer.get(OpKind::mlp, Direction::backward);
+  const OpCost& b = both.moe_layer.get(OpKind::mlp, Direction::backward);
+  CHECK(b.parts.size() == a.parts.size());
+  CHECK(b.duration_us() == Approx(a.duration_us()));
+}
