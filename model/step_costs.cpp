@@ -120,8 +120,18 @@ StepCosts compute_shape_costs(const Config& cfg) {
 
   sc.embedding_fwd = Builder::assemble(OpKind::embedding, Direction::forward, StreamKind::compute,
                                        {b.mem("embedding.lookup", T * h * 2 * 2)});
+  // The embedding's weight gradient is dense: PyTorch's embedding backward zero-fills a vocabulary
+  // x hidden gradient (this rank's vocabulary shard) and sums the tokens' rows into it, and
+  // Megatron's gradient hook adds it into the main gradient (read both, write one) every
+  // micro-batch: streaming kernels over the whole table.
+  Component dense_grad;
+  dense_grad.name = "embedding.dense_grad";
+  dense_grad.num_kernels = 2;
+  const double main_grad_bytes = cfg.opt.grad_reduce_in_fp32 ? 4.0 : 2.0;
+  dense_grad.hbm_bytes = V / p.tp * h * (2.0 + 2.0 + 2.0 * main_grad_bytes);
+  dense_grad.duration_us = b.timed(memory_time_us(cfg.hw, dense_grad.hbm_bytes), 2);
   sc.embedding_bwd = Builder::assemble(OpKind::embedding, Direction::backward, StreamKind::compute,
-                                       {b.mem("embedding.grad", T * h * 4 * 2)});
+                                       {b.mem("embedding.grad", T * h * 4 * 2), dense_grad});
   const double heads = 1.0 + m.mtp_num_layers;  // main head + one per MTP layer
   sc.lm_head_fwd = Builder::assemble(
       OpKind::lm_head_loss, Direction::forward, StreamKind::compute,

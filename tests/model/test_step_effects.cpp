@@ -331,3 +331,26 @@ TEST_CASE("without the loss fusion the cross-entropy keeps an fp32 copy of the l
   const double logits = 4096.0 * fused.model.vocab_size * 2;
   CHECK(mp.activations_bytes - mf.activations_bytes == Approx(logits).epsilon(0.01));
 }
+
+TEST_CASE("the embedding's weight gradient is dense: the vocabulary shard, every micro-batch",
+          "[cost]") {
+  Config cfg = qwen(8, 1, 1, 8, 1);
+  const auto bytes = [](const Config& c) {
+    const StepCosts sc = compute_step_costs(c);
+    const Component* g = part(sc.embedding_bwd, "embedding.dense_grad");
+    REQUIRE(g != nullptr);
+    CHECK(g->duration_us > 0);
+    return g->hbm_bytes;
+  };
+  const double V = cfg.model.vocab_size, h = cfg.model.hidden_size;
+  // Zero-filled bf16 gradient, its rows read back, the fp32 main gradient read and written.
+  cfg.opt.grad_reduce_in_fp32 = true;
+  CHECK(bytes(cfg) == Approx(V * h * (2 + 2 + 2 * 4)));
+  cfg.opt.grad_reduce_in_fp32 = false;  // bf16 main gradients (Bridge's perf recipes)
+  CHECK(bytes(cfg) == Approx(V * h * (2 + 2 + 2 * 2)));
+  // Whatever the tokens of the micro-batch: it covers the whole table.
+  Config longer = cfg;
+  longer.par.seq_length *= 2;
+  longer.derive_and_check();
+  CHECK(bytes(longer) == Approx(bytes(cfg)));
+}
