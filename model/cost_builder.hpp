@@ -372,6 +372,10 @@ class Builder {
 
 /// Every op of one layer (MoE or dense; `mtp` adds the MTP parts) for one micro-batch.
 LayerCosts build_layer(const Builder& b, bool moe, bool mtp);
+/// The routed experts' MLP of a MoE layer for one micro-batch (layer_moe_mlp.cpp): its forward,
+/// backward and, with delay_wgrad_compute, weight-gradient parts, appended to the three lists.
+void moe_mlp_parts(const Builder& b, std::vector<Component>& fwd, std::vector<Component>& bwd,
+                   std::vector<Component>& wgrad);
 
 /// Part-list helpers of the layer builders: every part marked as a variant ("dgrad",
 /// "recompute"), one part marked as recomputed, a list appended to another.
