@@ -85,10 +85,6 @@ struct ContentionSample {
   }
 };
 
-/// The configuration-shaped expert GEMMs of `s` as a profile's measured times (accumulating
-/// weight gradients only; the fastest sample where one shape, pass and launch repeats).
-std::vector<model::MeasuredExpertGemm> measured_expert_gemms(const struct Samples& s);
-
 struct Samples {
   static constexpr int kSchemaVersion = 1;
   std::string file;  ///< where they were read from ("" if built in memory)
@@ -102,6 +98,10 @@ struct Samples {
   std::vector<double> launch_us;
   std::vector<double> host_sync_us;
 };
+
+/// The configuration-shaped expert GEMMs of `s` as a profile's measured times (accumulating
+/// weight gradients only; the fastest sample where one shape, pass and launch repeats).
+std::vector<model::MeasuredExpertGemm> measured_expert_gemms(const Samples& s);
 
 /// Strict reading: unknown keys, wrong types and out-of-range values name the file and the
 /// sample's index.
