@@ -34,6 +34,10 @@ struct PublishedRow {
   /// The row's recipe could not be found (its notes say "Recipe not pinned"): its settings beyond
   /// the published layout are unknown, so it is reported but never fitted on.
   bool recipe_unknown = false;
+  /// The published peak is the last rank's (Megatron-LM writes its memory figures from the rank
+  /// that holds the TensorBoard writer, world size - 1: the last pipeline stage), not the fullest
+  /// rank's.
+  bool memory_of_last_rank = false;
 };
 
 /// How a system label maps to a cluster profile: system substring -> preset or profile name.
@@ -89,12 +93,18 @@ struct AbPair {
   }
 };
 
+/// How close a predicted peak must be to the published one to count as right, in %.
+inline constexpr double kPeakMemoryTolerancePct = 10.0;
+
 struct PublishedReport {
   std::vector<ComparedRow> rows;
   std::vector<AbPair> pairs;
   std::map<std::string, ErrorStats> by_group;  ///< "all", "held-out", "fit", "cluster:<c>", ...
   int unsupported = 0;
   int memory_checked = 0, memory_right = 0;  ///< fits/OOM agreement on rows that say
+  /// Peak memory where published (runs that did not run out of memory): rows compared and rows
+  /// within kPeakMemoryTolerancePct.
+  int peak_checked = 0, peak_within = 0;
 };
 
 /// A row without a published TFLOP/s/GPU that a fit still uses, on its step time: the

@@ -116,6 +116,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
     r.published.step_time_s = j["iteration_time_s_median"].get<double>();
   if (j.contains("mem_max_allocated_bytes") && j["mem_max_allocated_bytes"].is_number())
     r.published.peak_memory_gb = j["mem_max_allocated_bytes"].get<double>() / 1e9;
+  r.memory_of_last_rank = true;  // training_log's TensorBoard writer lives on the last rank
   if (std::isfinite(r.published.step_time_s)) r.published.fits = 1;
   // Predicted and listed, but neither fitted on nor counted in the step-time errors.
   if (iteration_time_spread(j) > kNoisyTimingSpread) r.status = "noisy-timing";

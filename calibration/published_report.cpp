@@ -115,8 +115,11 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
     c.predicted.tokens_per_s_per_gpu = pr.tokens_per_s_per_gpu;
     c.predicted.step_time_s = pr.step_time_us * 1e-6;
     // Published peaks are PyTorch's max_memory_allocated: compare what the model says is
-    // allocated; whether it fits is decided on the total with the allocator's reserve.
-    c.predicted.peak_memory_gb = pr.memory.allocated_bytes / 1e9;
+    // allocated (on the rank that published it); whether it fits is decided on the total with
+    // the allocator's reserve.
+    const auto& stages = pr.memory.stage_allocated_bytes;
+    c.predicted.peak_memory_gb =
+        (r.memory_of_last_rank && !stages.empty() ? stages.back() : pr.memory.allocated_bytes) / 1e9;
     c.predicted.fits = pr.memory.fits ? 1 : 0;
     const RunFigures& pub = r.published;
     const bool tokens = std::isfinite(pub.tokens_per_s_per_gpu) && pub.tokens_per_s_per_gpu > 0;
@@ -146,6 +149,12 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
     if (pub.fits >= 0) {
       ++rep.memory_checked;
       if (pub.fits == c.predicted.fits) ++rep.memory_right;
+    }
+    if (pub.fits != 0 && std::isfinite(pub.peak_memory_gb) && pub.peak_memory_gb > 0 &&
+        std::isfinite(c.predicted.peak_memory_gb)) {
+      ++rep.peak_checked;
+      const double err = (c.predicted.peak_memory_gb / pub.peak_memory_gb - 1) * 100;
+      if (std::abs(err) <= kPeakMemoryTolerancePct) ++rep.peak_within;
     }
     // Only rows a fit can use (current, a published TFLOP/s/GPU or a CI step time, a model not
     // held out) count as "fit"; the Megatron-LM CI rows are also reported as their own group.
@@ -243,6 +252,11 @@ std::string published_report_text(const PublishedReport& rep) {
   std::snprintf(line, sizeof line, "\n# memory: %d of %d rows that publish fit/OOM agree; %d rows not modelled\n",
                 rep.memory_right, rep.memory_checked, rep.unsupported);
   os << line;
+  std::snprintf(line, sizeof line,
+                "# peak memory (max allocated; Megatron-LM CI rows: the last rank's): %d of %d rows "
+                "within %.0f %%\n",
+                rep.peak_within, rep.peak_checked, kPeakMemoryTolerancePct);
+  os << line;
   return os.str();
 }
 
@@ -285,7 +299,9 @@ nlohmann::json to_json(const PublishedReport& rep) {
            {{"error_pct", groups},
             {"unsupported_rows", rep.unsupported},
             {"memory_rows_checked", rep.memory_checked},
-            {"memory_rows_agree", rep.memory_right}}}};
+            {"memory_rows_agree", rep.memory_right},
+            {"peak_memory_rows_checked", rep.peak_checked},
+            {"peak_memory_rows_within_10pct", rep.peak_within}}}};
 }
 
 }  // namespace epo::calib

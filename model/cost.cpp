@@ -118,7 +118,7 @@ namespace detail {
 
 ExpertGemm expert_gemm_path(const Config& cfg, const Shapes& s) {
   if (cfg.opt.expert_gemm != ExpertGemm::automatic) return cfg.opt.expert_gemm;
-  const double rows = cfg.virtual_ranks > 0 ? s.recv_pairs_mean : s.recv_pairs;
+  const double rows = cfg.virtual_ranks > 0 ? s.expert_rows_mean : s.expert_rows;
   const double per_expert = rows / std::max(1, s.local_experts);
   return automatic_expert_gemm(per_expert, expert_fc1_weight(cfg), cfg.virtual_ranks > 0);
 }
@@ -198,6 +198,8 @@ Shapes make_shapes(const Config& cfg) {
     if (cfg.opt.capacity_factor > 0)
       s.load_factor = std::min(s.load_factor, cfg.opt.capacity_factor);
     s.recv_pairs = s.recv_pairs_mean * s.load_factor;
+    s.expert_rows = s.recv_pairs * p.etp;
+    s.expert_rows_mean = s.recv_pairs_mean * p.etp;
   }
   return s;
 }

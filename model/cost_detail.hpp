@@ -11,6 +11,11 @@ struct Shapes {
   double moe_tokens = 0;      ///< tokens this rank routes (tokens / tp with sequence parallel)
   double recv_pairs = 0;      ///< token-expert pairs the busiest EP rank receives
   double recv_pairs_mean = 0; ///< mean token-expert pairs per EP rank
+  /// Rows the busiest rank's experts compute: the received pairs times the expert tensor
+  /// parallelism (alltoall gathers them over the ETP group after the exchange; allgather and flex
+  /// exchange over the ETP x EP group, one copy for each ETP rank), each row on ffn / etp.
+  double expert_rows = 0;
+  double expert_rows_mean = 0;  ///< the same for the mean rank
   double load_factor = 1;     ///< busiest / mean
   double distinct_ranks = 0;  ///< expected distinct destination ranks per token (own included)
   double distinct_nodes = 0;  ///< expected distinct NVLink domains per token (own included)

@@ -239,9 +239,10 @@ LayerCosts build_layer(const Builder& b, bool moe, bool mtp) {
   // ---- dispatch / combine (EP communication) ----
   if (moe) {
     const bool flex = o.dispatcher == Dispatcher::flex;
-    const double copies = flex ? s.distinct_ranks : m.router_topk;
+    // Allgather and flex exchange over the ETP x EP group: a copy for every ETP rank.
+    const double copies = flex ? s.distinct_ranks * b.p_.etp : m.router_topk;
     const bool allgather = o.dispatcher == Dispatcher::allgather;
-    const double ag_copies = static_cast<double>(b.p_.ep);  // every rank receives every token
+    const double ag_copies = static_cast<double>(b.p_.ep) * b.p_.etp;  // every rank, every token
     const double fwd_copies = allgather ? ag_copies : copies;
     // Kernels per rank of the executor's local transport (executor/transport.cpp): alltoall
     // dispatch uploads the counts and copies; flex dispatch sends, waits, lays out, points its own

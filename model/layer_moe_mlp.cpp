@@ -19,7 +19,7 @@ void moe_mlp_parts(const Builder& b, std::vector<Component>& mlp_f, std::vector<
   const bool full_recompute = o.recompute_granularity == RecomputeGranularity::full;
   // Virtual ranks share one GPU: the device does every rank's pairs, so the mean rank's load
   // times the ranks (Builder::timed) is the work; on real GPUs the busiest rank sets the pace.
-  const double P = b.cfg_.virtual_ranks > 0 ? s.recv_pairs_mean : s.recv_pairs;
+  const double P = b.cfg_.virtual_ranks > 0 ? s.expert_rows_mean : s.expert_rows;
   const double E_l = std::max(1, s.local_experts);
   const double F = static_cast<double>(m.moe_ffn_hidden_size) / b.p_.etp;
   const double glu = m.gated_linear_unit ? 2.0 : 1.0;
@@ -35,10 +35,15 @@ void moe_mlp_parts(const Builder& b, std::vector<Component>& mlp_f, std::vector<
   if (o.dispatcher == Dispatcher::alltoall && s.local_experts > 1)
     mlp_f.push_back(b.mem("permute2", P * mh * 2 * 2));
   if (o.dispatcher == Dispatcher::flex) mlp_f.push_back(b.mem("permute", P * mh * 2 * 2));
-  if (b.p_.etp > 1) {
-    Component ag = b.mem("etp.allgather", P * mh * 2 * (b.p_.etp - 1));
+  // Alltoall gathers the received rows over the expert-tensor-parallel group (a share of
+  // (etp - 1) / etp of the rows comes from the other ETP ranks) and reduce-scatters the output;
+  // allgather and flex already exchanged over that group.
+  const bool etp_gather = b.p_.etp > 1 && o.dispatcher == Dispatcher::alltoall;
+  const double etp_bytes = P * mh * 2 * (b.p_.etp - 1) / b.p_.etp;
+  if (etp_gather) {
+    Component ag = b.mem("etp.allgather", etp_bytes);
     if (b.mode_ != Builder::TimeMode::host)
-      ag.duration_us += P * mh * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+      ag.duration_us += etp_bytes / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
     mlp_f.push_back(ag);
   }
   // The executor's path for the layer's expert GEMMs (decided on fc1's weight): small experts
@@ -67,17 +72,17 @@ void moe_mlp_parts(const Builder& b, std::vector<Component>& mlp_f, std::vector<
   append(mlp_f, expert_activation(b, P, F, glu));
   mlp_f.push_back(expert_gemm("expert.fc2", mh, F));
   append(mlp_f, expert_output_bias(b, P, mh));
-  if (b.p_.etp > 1) {
-    Component rs = b.mem("etp.reduce_scatter", P * mh * 2 * (b.p_.etp - 1));
+  if (etp_gather) {
+    Component rs = b.mem("etp.reduce_scatter", etp_bytes);
     if (b.mode_ != Builder::TimeMode::host)
-      rs.duration_us += P * mh * 2 * (b.p_.etp - 1) / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
+      rs.duration_us += etp_bytes / (b.hw_.nvlink_gbps * b.hw_.nccl_efficiency * 1e3);
     mlp_f.push_back(rs);
   }
   if (o.dispatcher == Dispatcher::flex) {
     // Flex: the weighted sum over local experts (Megatron's combine_preprocess, all SMs) reads
     // the expert rows and writes one row per received token (distinct ranks per token, times
     // the busiest rank's load on real GPUs); backward the same sum of the gradient copies.
-    const double recv_rows = s.moe_tokens * s.distinct_ranks *
+    const double recv_rows = s.moe_tokens * s.distinct_ranks * b.p_.etp *
                              (b.cfg_.virtual_ranks > 0 ? 1.0 : s.load_factor);
     mlp_f.push_back(b.mem("unpermute", (P + recv_rows) * mh * 2));
   } else {

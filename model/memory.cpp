@@ -247,6 +247,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
 
   MemoryBreakdown best;
   best.stage_total_bytes.assign(static_cast<std::size_t>(p.pp), 0.0);
+  best.stage_allocated_bytes.assign(static_cast<std::size_t>(p.pp), 0.0);
   for (int r = 0; r < p.pp; ++r) {
     MemoryBreakdown mb;
     const RankParams rp = rank_params(cfg, pl, r);
@@ -286,10 +287,13 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     mb.framework_overhead_bytes = 2.0 * kGiB - mb.workspace_bytes + 0.05 * tensors;
     mb.total_bytes = mb.allocated_bytes + mb.framework_overhead_bytes;
     best.stage_total_bytes[static_cast<std::size_t>(r)] = mb.total_bytes;
+    best.stage_allocated_bytes[static_cast<std::size_t>(r)] = mb.allocated_bytes;
     if (r == 0 || mb.total_bytes > best.total_bytes) {
       std::vector<double> keep = std::move(best.stage_total_bytes);
+      std::vector<double> keep_allocated = std::move(best.stage_allocated_bytes);
       best = mb;
       best.stage_total_bytes = std::move(keep);
+      best.stage_allocated_bytes = std::move(keep_allocated);
       best.peak_stage = r;
       best.overlap_extra_bytes = sp.extra;
     }
@@ -299,7 +303,7 @@ MemoryBreakdown estimate_memory(const Config& cfg, double /*microbatches_in_flig
     const auto s = detail::make_shapes(cfg);
     const double F = static_cast<double>(m.moe_ffn_hidden_size) / p.etp;
     best.delayed_wgrad_bytes =
-        s.recv_pairs * (F * (m.gated_linear_unit ? 2 : 1) + m.hidden_size) * 2;
+        s.expert_rows * (F * (m.gated_linear_unit ? 2 : 1) + m.hidden_size) * 2;
   }
   best.capacity_bytes = cfg.hw.hbm_bytes;
   best.margin_bytes = best.capacity_bytes - best.total_bytes;

@@ -33,6 +33,8 @@ struct MemoryBreakdown {
   double margin_bytes = 0;                ///< capacity - total (negative past the capacity)
   int peak_stage = 0;                     ///< pipeline rank with the peak
   std::vector<double> stage_total_bytes;  ///< total per pipeline rank
+  /// What PyTorch allocates per pipeline rank (max_memory_allocated's peak on that rank).
+  std::vector<double> stage_allocated_bytes;
 };
 
 /// Memory per GPU of the fullest pipeline rank. The micro-batches alive come from a walk of

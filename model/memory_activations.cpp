@@ -149,7 +149,7 @@ Part moe(const Config& cfg, double hs) {
   // Norm output: router and dispatcher input; the checkpoint's input when `moe` is recomputed.
   p.keep(hs, !all && selective(o, "layernorm"));
   p.keep(s.moe_tokens * m.num_experts * 4.0 * 2, all);  // router logits and scores (fp32)
-  const double P = s.recv_pairs, F = static_cast<double>(m.moe_ffn_hidden_size) / cfg.par.etp;
+  const double P = s.expert_rows, F = static_cast<double>(m.moe_ffn_hidden_size) / cfg.par.etp;
   // The grouped MLP's inputs: on the host when offloaded (fused_group_mlp: all of them).
   const bool mlp_off = offloaded(o, "fused_group_mlp");
   p.keep(P * h * q, all || mlp_off || offloaded(o, "expert_fc1"));  // received tokens (fc1 input)

@@ -103,3 +103,27 @@ TEST_CASE("a CI row whose iteration times scatter is predicted, not fitted on no
   CHECK(fit_published({steady}, Split{}, "2026-12-03", 1).count("dgx-h100") == 1);
   CHECK(fit_published({noisy}, Split{}, "2026-12-03", 1).empty());
 }
+
+TEST_CASE("a CI row's peak memory is compared on the last pipeline rank, which publishes it",
+          "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = ci_row();
+  row["args"]["--num-layers"] = 8;
+  row["args"]["--pipeline-model-parallel-size"] = 2;
+  row["mem_max_allocated_bytes"] = 2.0e9;
+  const PublishedRow r = map_published_row(row, clusters);
+  REQUIRE(r.config);
+  CHECK(r.memory_of_last_rank);
+  const model::MemoryBreakdown m = model::estimate_memory(*r.config);
+  REQUIRE(m.stage_allocated_bytes.size() == 2);
+  // The first stage holds more micro-batches in flight, so the ranks differ.
+  CHECK(m.stage_allocated_bytes[0] != Approx(m.stage_allocated_bytes[1]));
+  CHECK(m.allocated_bytes == Approx(m.stage_allocated_bytes[static_cast<size_t>(m.peak_stage)]));
+  const PublishedReport rep = compare_published({r}, Split{}, true);
+  REQUIRE(rep.rows.size() == 1);
+  CHECK(rep.rows[0].predicted.peak_memory_gb == Approx(m.stage_allocated_bytes[1] / 1e9));
+  CHECK(rep.peak_checked == 1);
+  const double err = std::abs(m.stage_allocated_bytes[1] / 2.0e9 - 1);
+  CHECK(rep.peak_within == (err <= kPeakMemoryTolerancePct / 100 ? 1 : 0));
+}

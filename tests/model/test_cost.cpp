@@ -350,3 +350,36 @@ TEST_CASE("on GPUs of their own the host only launches the EP exchange", "[cost]
     }
   }
 }
+
+TEST_CASE("expert tensor parallelism splits the experts' FFN, not their rows", "[cost]") {
+  // Megatron gathers the received rows over the ETP group (alltoall) or exchanges over the
+  // ETP x EP group (allgather, flex): every ETP rank computes all the rows on ffn / etp.
+  Config cfg = test::tiny_config(8);
+  cfg.par.tp = 2;
+  cfg.par.sequence_parallel = true;
+  cfg.par.ep = 4;
+  auto with_etp = [&](int etp, Dispatcher d) {
+    Config c = cfg;
+    c.par.etp = etp;
+    c.opt.dispatcher = d;
+    c.derive_and_check();
+    return compute_step_costs(c);
+  };
+  const StepCosts one = with_etp(1, Dispatcher::alltoall);
+  const StepCosts two = with_etp(2, Dispatcher::alltoall);
+  const OpCost& mlp1 = one.moe_layer.get(OpKind::mlp, Direction::forward);
+  const OpCost& mlp2 = two.moe_layer.get(OpKind::mlp, Direction::forward);
+  CHECK(part_flops(mlp2, "expert.fc1") == Approx(part_flops(mlp1, "expert.fc1")));
+  CHECK(part_flops(mlp2, "expert.fc2") == Approx(part_flops(mlp1, "expert.fc2")));
+  // alltoall: the other ETP rank's half of the rows (T / tp tokens x top-2 per rank, two ranks'
+  // worth after the gather) arrives in the gather, h = 256 bf16 each.
+  const double rows = 1024.0 / 2 * 2 * 2;
+  const Component* ag = part(mlp2, "etp.allgather");
+  REQUIRE(ag != nullptr);
+  CHECK(ag->hbm_bytes == Approx(rows * 256 * 2 / 2));
+  CHECK(part(mlp1, "etp.allgather") == nullptr);
+  // allgather: every rank of the ETP x EP group receives every token (twice the ETP 1 bytes).
+  const double ag1 = with_etp(1, Dispatcher::allgather).moe_layer.get(OpKind::dispatch, Direction::forward).nvl_bytes;
+  const double ag2 = with_etp(2, Dispatcher::allgather).moe_layer.get(OpKind::dispatch, Direction::forward).nvl_bytes;
+  CHECK(ag2 > 1.9 * ag1);
+}
