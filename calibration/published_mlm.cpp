@@ -289,6 +289,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
                      ? model::Fp8Recipe::delayed
                      : model::parse_megatron_fp8_recipe(recipe, r.id + " (--fp8-recipe)");
   o.cross_entropy_fusion = a.flag("--cross-entropy-loss-fusion");
+  o.cross_entropy_te = a.str("--cross-entropy-fusion-impl") == "te";  // Megatron-LM: native
   const std::string backend = a.str("--attention-backend");
   if (!backend.empty())
     o.attention_backend = model::parse_attention_backend(backend, r.id + " (--attention-backend)");

@@ -37,6 +37,7 @@ void megatron_defaults(model::Config& c) {
   o.dispatcher = model::Dispatcher::allgather;
   o.fp8_recipe = model::Fp8Recipe::delayed;  // --fp8-recipe's default (TransformerConfig's too)
   o.cross_entropy_fusion = false;
+  o.cross_entropy_te = false;  // --cross-entropy-fusion-impl native
   o.moe_permute_fusion = false;
   o.moe_grouped_gemm = false;
   o.distributed_optimizer = false;

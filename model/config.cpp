@@ -137,6 +137,11 @@ CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& w) 
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& w) {
   return parse_enum<AttentionBackend>(s, w, kAttentionBackends);
 }
+bool parse_cross_entropy_te(const std::string& s, const std::string& w) {
+  EPO_REQUIRE_INPUT(s == "te" || s == "native", w, ": cross-entropy fusion '", s,
+                    "' (allowed: te, native)");
+  return s == "te";
+}
 FsdpSharding parse_fsdp_sharding(const std::string& s, const std::string& w) {
   return parse_enum<FsdpSharding>(s, w, kFsdpSharding);
 }

@@ -156,6 +156,12 @@ struct Options {
   /// --cross-entropy-loss-fusion (Bridge's recipes: on): the loss works on the bf16 logits in
   /// place; without it Megatron's vocab-parallel cross-entropy keeps an fp32 copy of them.
   bool cross_entropy_fusion = true;
+  /// --cross-entropy-fusion-impl: te (what Bridge's performance scripts set) runs TE's kernel on
+  /// the bf16 logits in place; native (Megatron-LM's default) is Megatron's vocab-parallel
+  /// cross-entropy under torch.compile, which keeps an fp32 softmax as the unfused loss does.
+  bool cross_entropy_te = true;
+  /// The loss keeps an fp32 copy of the logits (its softmax) for the backward.
+  bool loss_keeps_fp32_logits() const { return !(cross_entropy_fusion && cross_entropy_te); }
   /// The scores and probabilities materialised (unfused or local attention).
   bool unfused_attention() const {
     return attention_backend == AttentionBackend::unfused ||
@@ -296,6 +302,8 @@ std::pair<int, int> bridge_preset_bf16_layers(const std::string& preset);
 RecomputeGranularity parse_recompute(const std::string& s, const std::string& where);
 CudaGraphImpl parse_cuda_graph_impl(const std::string& s, const std::string& where);
 AttentionBackend parse_attention_backend(const std::string& s, const std::string& where);
+/// --cross-entropy-fusion-impl: true for "te", false for "native"; anything else is an input error.
+bool parse_cross_entropy_te(const std::string& s, const std::string& where);
 FsdpSharding parse_fsdp_sharding(const std::string& s, const std::string& where);
 RoutingKind parse_routing(const std::string& s, const std::string& where);
 /// "auto", "per-expert", "grouped", "streams" or "strided".

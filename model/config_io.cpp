@@ -241,6 +241,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.high_priority_a2a_comm_stream = o.get_bool("high_priority_a2a_comm_stream", false);
     op.fused_grouped_mlp = o.get_bool("fused_grouped_mlp", false);
     op.cross_entropy_fusion = o.get_bool("cross_entropy_fusion", true);
+    op.cross_entropy_te = parse_cross_entropy_te(o.get_string("cross_entropy_fusion_impl", "te"),
+                                                 w("cross_entropy_fusion_impl"));
     op.attention_backend = parse_attention_backend(o.get_string("attention_backend", "auto"),
                                                    w("attention_backend"));
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
@@ -328,6 +330,7 @@ nlohmann::json to_json(const Config& c) {
       {"high_priority_a2a_comm_stream", o.high_priority_a2a_comm_stream},
       {"fused_grouped_mlp", o.fused_grouped_mlp},
       {"cross_entropy_fusion", o.cross_entropy_fusion},
+      {"cross_entropy_fusion_impl", o.cross_entropy_te ? "te" : "native"},
       {"attention_backend", to_string(o.attention_backend)},
       {"distributed_optimizer", o.distributed_optimizer},
       {"megatron_fsdp", o.megatron_fsdp},

@@ -240,7 +240,7 @@ LayerActivation head_activation(const Config& cfg) {
   const double S = static_cast<double>(cfg.tokens_per_microbatch());
   const double logits = S * cfg.model.vocab_size / cfg.par.tp * kAct;
   LayerActivation l;
-  if (cfg.opt.cross_entropy_fusion) {
+  if (!cfg.opt.loss_keeps_fp32_logits()) {
     l.saved = l.full = logits + hidden_state_bytes(cfg);
     l.forward = logits;   // the loss kernel's working copy
     l.backward = logits;  // gradient of the final norm's output and the logits' copy

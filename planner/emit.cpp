@@ -133,6 +133,7 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "model.moe_shared_expert_overlap=" << b(o.moe_shared_expert_overlap) << "\n";
   os << "model.moe_grouped_gemm=" << b(o.moe_grouped_gemm) << "\n";
   os << "model.cross_entropy_loss_fusion=" << b(o.cross_entropy_fusion) << "\n";
+  os << "model.cross_entropy_fusion_impl=" << (o.cross_entropy_te ? "te" : "native") << "\n";
   os << "model.recompute_granularity="
      << (o.recompute_granularity == RecomputeGranularity::none
              ? "null"
@@ -257,6 +258,7 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.moe_shared_expert_overlap") o.moe_shared_expert_overlap = to_bool(v, w);
     else if (k == "model.moe_grouped_gemm") o.moe_grouped_gemm = to_bool(v, w);
     else if (k == "model.cross_entropy_loss_fusion") o.cross_entropy_fusion = to_bool(v, w);
+    else if (k == "model.cross_entropy_fusion_impl") o.cross_entropy_te = model::parse_cross_entropy_te(v, w);
     else if (k == "model.recompute_granularity")
       o.recompute_granularity = model::parse_recompute(v == "null" ? "none" : v, w);
     else if (k == "model.recompute_method") o.recompute_method = v == "null" ? "" : v;

@@ -93,6 +93,7 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.moe_shared_expert_overlap) a.push_back("--moe-shared-expert-overlap");
   if (o.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
   if (o.cross_entropy_fusion) a.push_back("--cross-entropy-loss-fusion");
+  if (o.cross_entropy_fusion) kv("--cross-entropy-fusion-impl", o.cross_entropy_te ? "te" : "native");
   if (o.attention_backend != model::AttentionBackend::automatic)
     kv("--attention-backend", model::to_string(o.attention_backend));
   if (o.recompute_granularity != RecomputeGranularity::none)
@@ -191,6 +192,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
   // Flags the text does not mention keep Megatron-LM's defaults for store_true flags.
   o.moe_permute_fusion = o.moe_shared_expert_overlap = o.moe_grouped_gemm = false;
   o.cross_entropy_fusion = false;
+  o.cross_entropy_te = false;
   o.attention_backend = model::AttentionBackend::automatic;
   o.overlap_moe_expert_parallel_comm = o.delay_wgrad_compute = false;
   o.ep_overlap_early_attn_memory_release = false;
@@ -250,6 +252,7 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--moe-shared-expert-overlap") o.moe_shared_expert_overlap = true;
     else if (f == "--moe-grouped-gemm") o.moe_grouped_gemm = true;
     else if (f == "--cross-entropy-loss-fusion") o.cross_entropy_fusion = true;
+    else if (f == "--cross-entropy-fusion-impl") o.cross_entropy_te = model::parse_cross_entropy_te(value(), where);
     else if (f == "--attention-backend")
       o.attention_backend = model::parse_attention_backend(value(), where);
     else if (f == "--recompute-granularity") o.recompute_granularity = model::parse_recompute(value(), where);

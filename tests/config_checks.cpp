@@ -48,6 +48,7 @@ void check_same_layout_and_options(const model::Config& a, const model::Config& 
   if (o.distributed_optimizer) CHECK(o.param_gather_overlapped() == r.param_gather_overlapped());
   CHECK(o.offload_modules == r.offload_modules);
   CHECK(o.cross_entropy_fusion == r.cross_entropy_fusion);
+  CHECK(o.loss_keeps_fp32_logits() == r.loss_keeps_fp32_logits());
   CHECK(o.attention_backend == r.attention_backend);
   CHECK(o.deepep_num_sms == r.deepep_num_sms);
   CHECK(o.hybridep_num_sms == r.hybridep_num_sms);

@@ -330,6 +330,14 @@ TEST_CASE("without the loss fusion the cross-entropy keeps an fp32 copy of the l
   // 4,096 tokens x the vocabulary x 2 bytes more: fp32 softmax kept instead of bf16 logits.
   const double logits = 4096.0 * fused.model.vocab_size * 2;
   CHECK(mp.activations_bytes - mf.activations_bytes == Approx(logits).epsilon(0.01));
+  // Megatron-LM's native fusion (its default implementation) keeps the same fp32 softmax; only
+  // Transformer Engine's kernel works on the bf16 logits in place.
+  Config native = fused;
+  native.opt.cross_entropy_te = false;
+  CHECK(estimate_memory(native, 1).activations_bytes == Approx(mp.activations_bytes));
+  CHECK(parse_cross_entropy_te("te", "x"));
+  CHECK_FALSE(parse_cross_entropy_te("native", "x"));
+  CHECK_THROWS(parse_cross_entropy_te("apex", "x"));
 }
 
 TEST_CASE("the embedding's weight gradient is dense: the vocabulary shard, every micro-batch",

@@ -65,6 +65,9 @@ std::vector<Config> sample_configs() {
   f4.opt.fp8_param_gather = true;  // Bridge's bf16_with_nvfp4_mixed
   f4.opt.offload_modules = {"core_attn", "attn_proj", "expert_fc1"};
   v.push_back(f4);
+  Config native = f4;
+  native.opt.cross_entropy_te = false;  // Megatron-LM's default fusion keeps fp32 logits
+  v.push_back(native);
   return v;
 }
 
