@@ -145,6 +145,7 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
                            ? a.integer("--num-query-groups", m.num_attention_heads)
                            : m.num_attention_heads;
   m.head_dim = a.integer("--kv-channels", m.hidden_size / m.num_attention_heads);
+  m.tied_embeddings = !a.flag("--untie-embeddings-and-output-weights");
   if (a.flag("--multi-latent-attention")) {
     m.attention = model::AttentionKind::mla;
     m.mla.q_lora_rank = a.integer("--q-lora-rank", 0);
@@ -290,6 +291,9 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
                      : model::parse_megatron_fp8_recipe(recipe, r.id + " (--fp8-recipe)");
   o.cross_entropy_fusion = a.flag("--cross-entropy-loss-fusion");
   o.cross_entropy_te = a.str("--cross-entropy-fusion-impl") == "te";  // Megatron-LM: native
+  o.bias_activation_fusion =
+      !a.flag(c.model.gated_linear_unit ? "--no-bias-swiglu-fusion" : "--no-bias-gelu-fusion");
+  o.fused_weighted_squared_relu = a.flag("--use-fused-weighted-squared-relu");
   const std::string backend = a.str("--attention-backend");
   if (!backend.empty())
     o.attention_backend = model::parse_attention_backend(backend, r.id + " (--attention-backend)");

@@ -38,6 +38,7 @@ void megatron_defaults(model::Config& c) {
   o.fp8_recipe = model::Fp8Recipe::delayed;  // --fp8-recipe's default (TransformerConfig's too)
   o.cross_entropy_fusion = false;
   o.cross_entropy_te = false;  // --cross-entropy-fusion-impl native
+  o.fused_weighted_squared_relu = false;
   o.moe_permute_fusion = false;
   o.moe_grouped_gemm = false;
   o.distributed_optimizer = false;
@@ -191,6 +192,9 @@ void finish_model(TableState& s, bool from_args, const std::map<std::string, Val
   if (from_args && !has("add_bias_linear") && !has("disable_bias_linear")) m.linear_bias = false;
   // Megatron-LM's own default for the fusion when the arguments build the model (on).
   if (from_args && !has("bias_dropout_fusion")) s.c.opt.bias_dropout_fusion = 1;
+  s.c.opt.bias_activation_fusion = m.gated_linear_unit ? s.swiglu_fusion : s.gelu_fusion;
+  // Megatron-LM ties the output layer to the embedding unless told otherwise.
+  if (from_args && !has("untie_embeddings_and_output_weights")) m.tied_embeddings = true;
 }
 
 void finish_layout(TableState& s, Unset unset, const std::map<std::string, Value>& given) {

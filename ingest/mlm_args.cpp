@@ -164,7 +164,7 @@ std::string emit_mlm_model_args(const model::ModelSpec& m) {
   a.push_back(m.hybrid.enabled() ? "--position-embedding-type none"  // Nemotron-H: no positions
                : m.yarn_rope     ? "--position-embedding-type yarn"
                                  : "--position-embedding-type rope");
-  a.push_back("--untie-embeddings-and-output-weights");
+  if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
   std::ostringstream os;
   os << "# Megatron-LM model arguments: " << m.name << "\n";
   for (const auto& x : a) os << x << " \\\n";

@@ -120,6 +120,8 @@ const std::vector<Row>& table_rows() {
       {"window_size", [](S& s, const V& v) { s.window = v.is_none() ? "" : v.text(); }},
       {"window_attn_skip_freq", [](S& s, const V& v) { s.window_skip = v.is_none() ? "" : v.text(); }},
       {"swiglu", [](S& s, const V& v) { s.c.model.gated_linear_unit = v.boolean(); }},
+      {"untie_embeddings_and_output_weights",
+       [](S& s, const V& v) { s.c.model.tied_embeddings = !v.boolean(); }},
       // gpt-oss's features (the cost model's unfused work, model/layer_features.hpp); without the
       // arguments the model's own (a preset's; none for a model the arguments define).
       {"quick_geglu",
@@ -261,6 +263,10 @@ const std::vector<Row>& table_rows() {
        [](S& s, const V& v) { s.c.opt.fused_grouped_mlp = v.integer(0) > 0; }},
       {"cross_entropy_loss_fusion",
        [](S& s, const V& v) { s.c.opt.cross_entropy_fusion = v.boolean(); }},
+      {"bias_swiglu_fusion", [](S& s, const V& v) { s.swiglu_fusion = v.boolean(); }},
+      {"bias_gelu_fusion", [](S& s, const V& v) { s.gelu_fusion = v.boolean(); }},
+      {"use_fused_weighted_squared_relu",
+       [](S& s, const V& v) { s.c.opt.fused_weighted_squared_relu = v.boolean(); }},
       {"cross_entropy_fusion_impl",
        [](S& s, const V& v) {
          if (!v.is_none()) s.c.opt.cross_entropy_te = model::parse_cross_entropy_te(v.text(), v.where());

@@ -34,6 +34,9 @@ struct TableState {
   int etp = 0, layers_per_virtual_stage = 0, world_size = 0, data_parallel = 0;
   bool precision_aware = false, bf16_moments = false;
   bool manual_gc = false;
+  /// --no-bias-swiglu-fusion / --no-bias-gelu-fusion (Megatron-LM: both on); finish_model keeps
+  /// the one of the experts' activation.
+  bool swiglu_fusion = true, gelu_fusion = true;
   int manual_gc_interval = 0;
   /// --fine-grained-activation-offloading (-1 not given) and its --offload-modules.
   int offload = -1;

@@ -103,6 +103,13 @@ bool fused_grouped_mlp_runs(const Config& c) {
          c.opt.precision == Precision::fp8 && c.par.etp == 1 && c.model.num_experts > 0 &&
          c.model.gated_linear_unit;
 }
+int unfused_activation_tensors(const Config& c) {
+  const ModelSpec& m = c.model;
+  if (m.num_experts <= 0 || fused_grouped_mlp_runs(c)) return 0;
+  if (m.gated_linear_unit) return c.opt.bias_activation_fusion ? 0 : 2;
+  if (m.hybrid.enabled()) return c.opt.fused_weighted_squared_relu ? 0 : 2;  // squared ReLU
+  return 1;  // GELU
+}
 bool bridge_preset_gathers_fp8_params(const std::string& p) {
   return (p.find("fp8") != std::string::npos || p.find("nvfp4") != std::string::npos) &&
          p.find("subchannel") == std::string::npos && p.find("blockwise") == std::string::npos;

@@ -160,6 +160,14 @@ struct Options {
   /// the bf16 logits in place; native (Megatron-LM's default) is Megatron's vocab-parallel
   /// cross-entropy under torch.compile, which keeps an fp32 softmax as the unfused loss does.
   bool cross_entropy_te = true;
+  /// bias_activation_fusion (Bridge's MoE models: on; Megatron-LM's --no-bias-swiglu-fusion or
+  /// --no-bias-gelu-fusion: off): the experts' GLU weighted by the routing probabilities in one
+  /// kernel. Off (and for GELU experts always: Megatron has no weighted GELU kernel) the
+  /// activation, its product with the fp32 probabilities and the cast back run apart.
+  bool bias_activation_fusion = true;
+  /// use_fused_weighted_squared_relu (Bridge's Nemotron recipes: on; Megatron-LM's default off):
+  /// the same for the squared-ReLU experts of hybrid models.
+  bool fused_weighted_squared_relu = true;
   /// The loss keeps an fp32 copy of the logits (its softmax) for the backward.
   bool loss_keeps_fp32_logits() const { return !(cross_entropy_fusion && cross_entropy_te); }
   /// The scores and probabilities materialised (unfused or local attention).
@@ -285,6 +293,11 @@ void check_linear_modules(const std::vector<std::string>& names, const std::stri
 /// fused experts only without expert tensor parallelism and with SwiGLU (experts.py,
 /// _is_fused_impl_supported), TE's kernel only for MXFP8 on Blackwell; elsewhere the unfused path.
 bool fused_grouped_mlp_runs(const Config& cfg);
+/// The tensors of rows x ffn an expert activation keeps beyond the fused weighted kernel's (its
+/// input and the fc2 input) when Megatron runs it unfused (experts.py bias_act_func, MLP with a
+/// per-token scale): the activation's output before the product with the probabilities (GELU),
+/// and also the GLU's or squared ReLU's intermediate (SiLU or ReLU output); 0 where it is fused.
+int unfused_activation_tensors(const Config& cfg);
 /// Whether a Megatron-Bridge mixed-precision preset (mixed_precision.py) keeps the primary weights
 /// in FP8 (fp8_param_gather): its delayed-, current-scaling and MXFP8 presets do, the sub-channel
 /// (blockwise) ones and the BF16/FP16 ones do not.

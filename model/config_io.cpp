@@ -243,6 +243,8 @@ Config config_from_json(const nlohmann::json& j_in, const std::string& where) {
     op.cross_entropy_fusion = o.get_bool("cross_entropy_fusion", true);
     op.cross_entropy_te = parse_cross_entropy_te(o.get_string("cross_entropy_fusion_impl", "te"),
                                                  w("cross_entropy_fusion_impl"));
+    op.bias_activation_fusion = o.get_bool("bias_activation_fusion", true);
+    op.fused_weighted_squared_relu = o.get_bool("fused_weighted_squared_relu", true);
     op.attention_backend = parse_attention_backend(o.get_string("attention_backend", "auto"),
                                                    w("attention_backend"));
     op.distributed_optimizer = o.get_bool("distributed_optimizer", true);
@@ -331,6 +333,8 @@ nlohmann::json to_json(const Config& c) {
       {"fused_grouped_mlp", o.fused_grouped_mlp},
       {"cross_entropy_fusion", o.cross_entropy_fusion},
       {"cross_entropy_fusion_impl", o.cross_entropy_te ? "te" : "native"},
+      {"bias_activation_fusion", o.bias_activation_fusion},
+      {"fused_weighted_squared_relu", o.fused_weighted_squared_relu},
       {"attention_backend", to_string(o.attention_backend)},
       {"distributed_optimizer", o.distributed_optimizer},
       {"megatron_fsdp", o.megatron_fsdp},

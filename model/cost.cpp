@@ -267,7 +267,8 @@ GpuParams gpu_params(const Config& cfg) {
   GpuParams g;
   g.dense = (layers * lp.attention + dense_layers * lp.dense_mlp +
              moe_layers * (lp.router + lp.shared_expert)) / p.tp;
-  g.dense += static_cast<double>(m.vocab_size) * m.hidden_size / p.tp * (p.pp == 1 ? 2 : 1);
+  g.dense += static_cast<double>(m.vocab_size) * m.hidden_size / p.tp *
+             (p.pp == 1 && !m.tied_embeddings ? 2 : 1);
   if (p.pp == 1 && m.mtp_num_layers > 0)
     g.dense += m.mtp_num_layers * (lp.attention + 2.0 * m.hidden_size * m.hidden_size) / p.tp;
   if (m.num_experts > 0)

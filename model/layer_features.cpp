@@ -17,6 +17,12 @@ std::vector<Component> expert_activation(const Builder& b, double rows, double f
   if (!recompute && fused_mlp(b)) return parts;  // in fc1's epilogue
   parts.push_back(b.mem("expert.act", rows * ffn * (glu + 1) * 2));
   if (fused_mlp(b)) return parts;
+  // Unfused weighted activation: the product with the fp32 probabilities (2 bytes read, 4
+  // written an element) and the cast back (4 read, 2 written); a GLU's or squared ReLU's
+  // intermediate adds a kernel reading and writing 2 bytes more each way.
+  const int unfused = b.cfg_.virtual_ranks > 0 ? 0 : unfused_activation_tensors(b.cfg_);
+  if (unfused > 0)
+    parts.push_back(b.mem("expert.act.probs", rows * ffn * (12.0 + 4.0 * (unfused - 1)), 1 + unfused));
   const ModelSpec& m = b.m_;
   if (m.quick_geglu && m.activation_clamp > 0 && b.cfg_.virtual_ranks <= 0) {
     // Two clamps of the halves (each reads and writes its half) and the concatenation (reads

@@ -46,7 +46,8 @@ RankParams rank_params(const Config& cfg, const PipelinePlacement& pl, int rank)
     r.gemm += dense * (attn_gemm + lp.dense_mlp) / tp;
     if (moe_model) moe_layers(v.num_layers - v.num_dense);
     if (v.embedding) r.dense += vocab;
-    if (v.loss) r.dense += vocab + m.hidden_size;  // output layer (untied) and final norm
+    // The output layer (tied: the embedding's weight where this stage holds it) and final norm.
+    if (v.loss) r.dense += (m.tied_embeddings && v.embedding ? 0.0 : vocab) + m.hidden_size;
     if (v.mtp_layers > 0) {
       const double h = m.hidden_size;
       // Each MTP layer: two norms, the 2h -> h projection, a decoder layer; the MTP block reads
@@ -326,7 +327,7 @@ double megatron_weight_and_optimizer_bytes(const Config& cfg) {
       (lp.attention + (m.num_experts > 0 ? lp.shared_expert : lp.dense_mlp)) * mtp;
   const double replicated = lp.router * moe / pp + (m.num_experts > 0 ? lp.router * mtp : 0.0);
   double tp_shard = (tp_block / pp + tp_mtp + emb) / tp;
-  if (pp == 1) tp_shard += emb / tp;
+  if (pp == 1 && !m.tied_embeddings) tp_shard += emb / tp;
   const double experts = m.num_experts * lp.expert * (moe / pp + (m.num_experts > 0 ? mtp : 0.0)) /
                          (static_cast<double>(p.etp) * p.ep);
   auto bytes_per_param = [&](double dp) {

@@ -155,6 +155,10 @@ Part moe(const Config& cfg, double hs) {
   p.keep(P * h * q, all || mlp_off || offloaded(o, "expert_fc1"));  // received tokens (fc1 input)
   p.keep(P * F * glu * kAct, all || mlp_off || offloaded(o, "moe_act"));  // fc1 output (act input)
   p.keep(P * F * q, all || mlp_off || selective(o, "moe_act"));  // activation output (fc2 input)
+  // Unfused weighted activation: its intermediates, and the fp32 product with the probabilities
+  // for a moment.
+  const int unfused = unfused_activation_tensors(cfg);
+  if (unfused > 0) p.keep(P * F * kAct * unfused, all || mlp_off || selective(o, "moe_act"));
   // routing probabilities per pair
   p.keep(P * 4.0, all);
   // Latent MoE: the tokens in the latent (the dispatch's input) and the combined latent
@@ -169,6 +173,7 @@ Part moe(const Config& cfg, double hs) {
   }
   // alltoall: the permuted tokens and the received ones live together during the exchange.
   if (o.dispatcher != Dispatcher::flex) p.forward = s.moe_tokens * m.router_topk * h * kAct;
+  if (unfused > 0) p.forward = std::max(p.forward, P * F * 4.0);
   // Backward: gradients of the expert tensors (received, fc1 output, activation) and the tokens
   // sent back, plus what recompute rebuilds of this layer.
   p.backward = P * (2 * h + F * (glu + 1)) * kAct + (p.full - p.saved);

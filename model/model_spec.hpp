@@ -74,6 +74,10 @@ struct ModelSpec {
   int mtp_num_layers = 0;        ///< multi-token-prediction layers
   ScoreFunction score_function = ScoreFunction::softmax;
   bool gated_linear_unit = true; ///< SwiGLU experts (fc1 is 2 x ffn wide)
+  /// The output layer shares the word embeddings' weight (Megatron-LM's default without
+  /// --untie-embeddings-and-output-weights): one copy where a stage holds both, a copy on the
+  /// last stage otherwise. Every preset's model is untied.
+  bool tied_embeddings = false;
   /// Latent MoE (Nemotron 3 Super/Ultra): tokens are projected to this width before the
   /// dispatch, the experts run on it, the combine returns it; 0 = the hidden size.
   int moe_latent_size = 0;

@@ -57,6 +57,7 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& where) {
     throw EPO_INPUT_ERROR(where, ": key 'score_function' has value \"", sf,
                           "\" (allowed: softmax, sigmoid)");
   m.gated_linear_unit = r.get_bool("gated_linear_unit", true);
+  m.tied_embeddings = r.get_bool("tied_embeddings", false);
   m.window_size = r.get_int("window_size", 0, 0, 1 << 24);
   m.window_attn_skip_freq = r.get_int("window_attn_skip_freq", 0, 0, 1000);
   m.linear_bias = r.get_bool("linear_bias", false);
@@ -196,6 +197,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   put("mtp_num_layers", m.mtp_num_layers);
   j["score_function"] = m.score_function == ScoreFunction::sigmoid ? "sigmoid" : "softmax";
   j["gated_linear_unit"] = m.gated_linear_unit;
+  if (m.tied_embeddings) j["tied_embeddings"] = true;
   if (m.moe_latent_size > 0) put("moe_latent_size", m.moe_latent_size);
   if (m.window_size > 0) {
     put("window_size", m.window_size);

@@ -134,6 +134,9 @@ std::string emit_bridge(const Config& c, const ValidationContext& ctx) {
   os << "model.moe_grouped_gemm=" << b(o.moe_grouped_gemm) << "\n";
   os << "model.cross_entropy_loss_fusion=" << b(o.cross_entropy_fusion) << "\n";
   os << "model.cross_entropy_fusion_impl=" << (o.cross_entropy_te ? "te" : "native") << "\n";
+  os << "model.bias_activation_fusion=" << b(o.bias_activation_fusion) << "\n";
+  if (c.model.hybrid.enabled())
+    os << "model.use_fused_weighted_squared_relu=" << b(o.fused_weighted_squared_relu) << "\n";
   os << "model.recompute_granularity="
      << (o.recompute_granularity == RecomputeGranularity::none
              ? "null"
@@ -258,6 +261,8 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.moe_shared_expert_overlap") o.moe_shared_expert_overlap = to_bool(v, w);
     else if (k == "model.moe_grouped_gemm") o.moe_grouped_gemm = to_bool(v, w);
     else if (k == "model.cross_entropy_loss_fusion") o.cross_entropy_fusion = to_bool(v, w);
+    else if (k == "model.bias_activation_fusion") o.bias_activation_fusion = to_bool(v, w);
+    else if (k == "model.use_fused_weighted_squared_relu") o.fused_weighted_squared_relu = to_bool(v, w);
     else if (k == "model.cross_entropy_fusion_impl") o.cross_entropy_te = model::parse_cross_entropy_te(v, w);
     else if (k == "model.recompute_granularity")
       o.recompute_granularity = model::parse_recompute(v == "null" ? "none" : v, w);

@@ -94,6 +94,10 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
   if (o.cross_entropy_fusion) a.push_back("--cross-entropy-loss-fusion");
   if (o.cross_entropy_fusion) kv("--cross-entropy-fusion-impl", o.cross_entropy_te ? "te" : "native");
+  if (!o.bias_activation_fusion)
+    a.push_back(c.model.gated_linear_unit ? "--no-bias-swiglu-fusion" : "--no-bias-gelu-fusion");
+  if (c.model.hybrid.enabled() && o.fused_weighted_squared_relu)
+    a.push_back("--use-fused-weighted-squared-relu");
   if (o.attention_backend != model::AttentionBackend::automatic)
     kv("--attention-backend", model::to_string(o.attention_backend));
   if (o.recompute_granularity != RecomputeGranularity::none)
@@ -193,6 +197,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
   o.moe_permute_fusion = o.moe_shared_expert_overlap = o.moe_grouped_gemm = false;
   o.cross_entropy_fusion = false;
   o.cross_entropy_te = false;
+  o.bias_activation_fusion = true;
+  o.fused_weighted_squared_relu = false;
   o.attention_backend = model::AttentionBackend::automatic;
   o.overlap_moe_expert_parallel_comm = o.delay_wgrad_compute = false;
   o.ep_overlap_early_attn_memory_release = false;
@@ -252,6 +258,9 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--moe-shared-expert-overlap") o.moe_shared_expert_overlap = true;
     else if (f == "--moe-grouped-gemm") o.moe_grouped_gemm = true;
     else if (f == "--cross-entropy-loss-fusion") o.cross_entropy_fusion = true;
+    else if (f == "--no-bias-swiglu-fusion" || f == "--no-bias-gelu-fusion")
+      o.bias_activation_fusion = false;
+    else if (f == "--use-fused-weighted-squared-relu") o.fused_weighted_squared_relu = true;
     else if (f == "--cross-entropy-fusion-impl") o.cross_entropy_te = model::parse_cross_entropy_te(value(), where);
     else if (f == "--attention-backend")
       o.attention_backend = model::parse_attention_backend(value(), where);

@@ -49,6 +49,7 @@ void check_same_layout_and_options(const model::Config& a, const model::Config& 
   CHECK(o.offload_modules == r.offload_modules);
   CHECK(o.cross_entropy_fusion == r.cross_entropy_fusion);
   CHECK(o.loss_keeps_fp32_logits() == r.loss_keeps_fp32_logits());
+  CHECK(unfused_activation_tensors(a) == unfused_activation_tensors(b));
   CHECK(o.attention_backend == r.attention_backend);
   CHECK(o.deepep_num_sms == r.deepep_num_sms);
   CHECK(o.hybridep_num_sms == r.hybridep_num_sms);

@@ -127,3 +127,30 @@ TEST_CASE("a CI row's peak memory is compared on the last pipeline rank, which p
   const double err = std::abs(m.stage_allocated_bytes[1] / 2.0e9 - 1);
   CHECK(rep.peak_within == (err <= kPeakMemoryTolerancePct / 100 ? 1 : 0));
 }
+
+TEST_CASE("a CI row reads Megatron-LM's defaults for the loss, the activation and the embedding",
+          "[published]") {
+  ClusterMap clusters;
+  clusters.datasheet_only = true;
+  nlohmann::json row = ci_row();
+  const PublishedRow plain = map_published_row(row, clusters);
+  REQUIRE(plain.config);
+  // Megatron-LM's defaults: tied output layer, native loss fusion when fused, GELU experts
+  // without a weighted kernel.
+  CHECK(plain.config->model.tied_embeddings);
+  CHECK(plain.config->opt.loss_keeps_fp32_logits());
+  CHECK(model::unfused_activation_tensors(*plain.config) == 1);
+  row["args"]["--untie-embeddings-and-output-weights"] = true;
+  row["args"]["--cross-entropy-loss-fusion"] = true;
+  row["args"]["--cross-entropy-fusion-impl"] = "te";
+  row["args"]["--swiglu"] = true;
+  const PublishedRow set = map_published_row(row, clusters);
+  REQUIRE(set.config);
+  CHECK_FALSE(set.config->model.tied_embeddings);
+  CHECK_FALSE(set.config->opt.loss_keeps_fp32_logits());
+  CHECK(model::unfused_activation_tensors(*set.config) == 0);
+  row["args"]["--no-bias-swiglu-fusion"] = true;
+  const PublishedRow unfused = map_published_row(row, clusters);
+  REQUIRE(unfused.config);
+  CHECK(model::unfused_activation_tensors(*unfused.config) == 2);
+}

@@ -67,6 +67,7 @@ std::vector<Config> sample_configs() {
   v.push_back(f4);
   Config native = f4;
   native.opt.cross_entropy_te = false;  // Megatron-LM's default fusion keeps fp32 logits
+  native.opt.bias_activation_fusion = false;
   v.push_back(native);
   return v;
 }

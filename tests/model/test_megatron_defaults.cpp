@@ -1,0 +1,72 @@
+// What Megatron-LM does by default and Bridge's recipes turn off or on, as the memory and cost
+// models follow it: the output layer tied to the embedding, the experts' activation weighted by
+// the routing probabilities outside a fused kernel.
+#include "catch.hpp"
+#include "model/config_io.hpp"
+#include "model/cost.hpp"
+#include "model/memory.hpp"
+#include "test_helpers.hpp"
+
+using namespace epo;
+using namespace epo::model;
+
+namespace {
+const Component* find_part(const OpCost& op, const std::string& full_name) {
+  for (const auto& c : op.parts)
+    if (c.full_name() == full_name) return &c;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("a tied output layer shares the embedding's weight where one stage holds both",
+          "[memory]") {
+  Config untied = test::tiny_config(4);
+  Config tied = untied;
+  tied.model.tied_embeddings = true;
+  const double vocab = 1024.0 * 256.0;  // tiny: vocabulary 1024, hidden 256, tp 1
+  // One stage: one copy fewer of weights, gradients and (replicated over dp 4) optimizer states.
+  const MemoryBreakdown u = estimate_memory(untied), t = estimate_memory(tied);
+  CHECK(u.weights_bytes - t.weights_bytes == Approx(2 * vocab));
+  CHECK(u.gradients_bytes - t.gradients_bytes == Approx(4 * vocab));
+  CHECK(u.optimizer_bytes - t.optimizer_bytes == Approx(12 * vocab / 4));
+  CHECK(megatron_weight_and_optimizer_bytes(untied) - megatron_weight_and_optimizer_bytes(tied) ==
+        Approx((6 + 12.0 / 4) * vocab));
+  // Two stages: the last one keeps its copy of the embedding as the output weight.
+  untied.num_gpus = tied.num_gpus = 8;
+  untied.par.pp = tied.par.pp = 2;
+  untied.derive_and_check();
+  tied.derive_and_check();
+  CHECK(estimate_memory(tied).stage_allocated_bytes == estimate_memory(untied).stage_allocated_bytes);
+}
+
+TEST_CASE("an unfused weighted expert activation keeps its intermediates and costs more passes",
+          "[memory][cost]") {
+  Config fused = test::tiny_config(4);  // SwiGLU experts, fused weighted kernel
+  REQUIRE(unfused_activation_tensors(fused) == 0);
+  Config unfused = fused;
+  unfused.opt.bias_activation_fusion = false;
+  REQUIRE(unfused_activation_tensors(unfused) == 2);  // SiLU output and the GLU product
+  // tiny: 2048 routed rows per rank, expert FFN 128, bf16.
+  const double rows = 2048, ffn = 128;
+  CHECK(layer_activation_bytes(unfused, true) - layer_activation_bytes(fused, true) ==
+        Approx(2 * rows * ffn * 2));
+  const OpCost& mlp = compute_step_costs(unfused).moe_layer.get(OpKind::mlp, Direction::forward);
+  const Component* probs = find_part(mlp, "expert.act.probs");
+  REQUIRE(probs != nullptr);
+  CHECK(probs->hbm_bytes == Approx(rows * ffn * 16));
+  const OpCost& f = compute_step_costs(fused).moe_layer.get(OpKind::mlp, Direction::forward);
+  CHECK(find_part(f, "expert.act.probs") == nullptr);
+  CHECK(probs->duration_us > 0);
+  // GELU experts: Megatron has no weighted GELU kernel, whatever the fusion flag says.
+  Config gelu = fused;
+  gelu.model.gated_linear_unit = false;
+  CHECK(unfused_activation_tensors(gelu) == 1);
+  // moe_act recompute rebuilds them instead of keeping them.
+  Config rc = unfused;
+  rc.opt.recompute_granularity = RecomputeGranularity::selective;
+  rc.opt.recompute_modules = {"moe_act"};
+  Config rc_fused = fused;
+  rc_fused.opt.recompute_granularity = RecomputeGranularity::selective;
+  rc_fused.opt.recompute_modules = {"moe_act"};
+  CHECK(layer_activation_bytes(rc, true) == Approx(layer_activation_bytes(rc_fused, true)));
+}
