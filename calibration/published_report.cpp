@@ -118,8 +118,9 @@ PublishedReport compare_published(const std::vector<PublishedRow>& rows, const S
     // allocated (on the rank that published it); whether it fits is decided on the total with
     // the allocator's reserve.
     const auto& stages = pr.memory.stage_allocated_bytes;
-    c.predicted.peak_memory_gb =
-        (r.memory_of_last_rank && !stages.empty() ? stages.back() : pr.memory.allocated_bytes) / 1e9;
+    const double allocated =
+        r.memory_of_last_rank && !stages.empty() ? stages.back() : pr.memory.allocated_bytes;
+    c.predicted.peak_memory_gb = allocated / 1e9;
     c.predicted.fits = pr.memory.fits ? 1 : 0;
     const RunFigures& pub = r.published;
     const bool tokens = std::isfinite(pub.tokens_per_s_per_gpu) && pub.tokens_per_s_per_gpu > 0;
@@ -253,8 +254,8 @@ std::string published_report_text(const PublishedReport& rep) {
                 rep.memory_right, rep.memory_checked, rep.unsupported);
   os << line;
   std::snprintf(line, sizeof line,
-                "# peak memory (max allocated; Megatron-LM CI rows: the last rank's): %d of %d rows "
-                "within %.0f %%\n",
+                "# peak memory (max allocated; Megatron-LM CI rows: the last rank's): %d of %d "
+                "rows within %.0f %%\n",
                 rep.peak_within, rep.peak_checked, kPeakMemoryTolerancePct);
   os << line;
   return os.str();

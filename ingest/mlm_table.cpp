@@ -269,7 +269,8 @@ const std::vector<Row>& table_rows() {
        [](S& s, const V& v) { s.c.opt.fused_weighted_squared_relu = v.boolean(); }},
       {"cross_entropy_fusion_impl",
        [](S& s, const V& v) {
-         if (!v.is_none()) s.c.opt.cross_entropy_te = model::parse_cross_entropy_te(v.text(), v.where());
+         if (!v.is_none())
+           s.c.opt.cross_entropy_te = model::parse_cross_entropy_te(v.text(), v.where());
        }},
       {"attention_backend",
        [](S& s, const V& v) {

@@ -22,7 +22,8 @@ std::vector<Component> expert_activation(const Builder& b, double rows, double f
   // intermediate adds a kernel reading and writing 2 bytes more each way.
   const int unfused = b.cfg_.virtual_ranks > 0 ? 0 : unfused_activation_tensors(b.cfg_);
   if (unfused > 0)
-    parts.push_back(b.mem("expert.act.probs", rows * ffn * (12.0 + 4.0 * (unfused - 1)), 1 + unfused));
+    parts.push_back(
+        b.mem("expert.act.probs", rows * ffn * (12.0 + 4.0 * (unfused - 1)), 1 + unfused));
   const ModelSpec& m = b.m_;
   if (m.quick_geglu && m.activation_clamp > 0 && b.cfg_.virtual_ranks <= 0) {
     // Two clamps of the halves (each reads and writes its half) and the concatenation (reads

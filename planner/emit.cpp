@@ -262,8 +262,10 @@ Config apply_bridge_overrides(Config c, const std::string& text) {
     else if (k == "model.moe_grouped_gemm") o.moe_grouped_gemm = to_bool(v, w);
     else if (k == "model.cross_entropy_loss_fusion") o.cross_entropy_fusion = to_bool(v, w);
     else if (k == "model.bias_activation_fusion") o.bias_activation_fusion = to_bool(v, w);
-    else if (k == "model.use_fused_weighted_squared_relu") o.fused_weighted_squared_relu = to_bool(v, w);
-    else if (k == "model.cross_entropy_fusion_impl") o.cross_entropy_te = model::parse_cross_entropy_te(v, w);
+    else if (k == "model.use_fused_weighted_squared_relu")
+      o.fused_weighted_squared_relu = to_bool(v, w);
+    else if (k == "model.cross_entropy_fusion_impl")
+      o.cross_entropy_te = model::parse_cross_entropy_te(v, w);
     else if (k == "model.recompute_granularity")
       o.recompute_granularity = model::parse_recompute(v == "null" ? "none" : v, w);
     else if (k == "model.recompute_method") o.recompute_method = v == "null" ? "" : v;

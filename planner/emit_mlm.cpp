@@ -93,7 +93,8 @@ std::string emit_mlm(const Config& c, const ValidationContext& ctx) {
   if (o.moe_shared_expert_overlap) a.push_back("--moe-shared-expert-overlap");
   if (o.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
   if (o.cross_entropy_fusion) a.push_back("--cross-entropy-loss-fusion");
-  if (o.cross_entropy_fusion) kv("--cross-entropy-fusion-impl", o.cross_entropy_te ? "te" : "native");
+  if (o.cross_entropy_fusion)
+    kv("--cross-entropy-fusion-impl", o.cross_entropy_te ? "te" : "native");
   if (!o.bias_activation_fusion)
     a.push_back(c.model.gated_linear_unit ? "--no-bias-swiglu-fusion" : "--no-bias-gelu-fusion");
   if (c.model.hybrid.enabled() && o.fused_weighted_squared_relu)
@@ -261,7 +262,8 @@ Config apply_mlm_args(Config c, const std::string& text) {
     else if (f == "--no-bias-swiglu-fusion" || f == "--no-bias-gelu-fusion")
       o.bias_activation_fusion = false;
     else if (f == "--use-fused-weighted-squared-relu") o.fused_weighted_squared_relu = true;
-    else if (f == "--cross-entropy-fusion-impl") o.cross_entropy_te = model::parse_cross_entropy_te(value(), where);
+    else if (f == "--cross-entropy-fusion-impl")
+      o.cross_entropy_te = model::parse_cross_entropy_te(value(), where);
     else if (f == "--attention-backend")
       o.attention_backend = model::parse_attention_backend(value(), where);
     else if (f == "--recompute-granularity") o.recompute_granularity = model::parse_recompute(value(), where);
