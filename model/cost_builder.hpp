@@ -214,12 +214,18 @@ class Builder {
       // applied to them, not skipped) as batched GEMMs, then a softmax kernel that reads the
       // scores and writes the probabilities; the backward runs two GEMMs per forward GEMM and the
       // softmax's backward (probabilities and their gradient in, the scores' gradient out).
+      // The S x S tensors' traffic is counted as passes over them, so the GEMMs' math runs at
+      // the large-GEMM rate: forward, the scores written, read and the probabilities written by
+      // the softmax, read by the context GEMM; backward, the probabilities' gradient written,
+      // the probabilities read twice (values' gradient, softmax), the gradient read by the
+      // softmax and the scores' gradient written by it and read by both input gradients.
       const double elems = T * S * heads;  // scores of this rank's micro-batch
-      c.flops = factor * 2.0 * T * S * heads * (dqk + dv);
-      const double passes = factor > 1.0 ? 3.0 + 2.0 : 1.0 + 2.0;  // s^2 tensors read + written
+      const bool bwd = factor > 1.0;
+      c.flops = (bwd ? 2.0 : 1.0) * 2.0 * T * S * heads * (dqk + dv);
+      const double passes = bwd ? 7.0 : 4.0;
       c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0 + passes * elems * 2.0;
-      const double rate = gemm_tflops(hw_, S, S, std::min(dqk, dv), false) * 1e6;
-      c.num_kernels = factor > 1.0 ? 6 : 3;
+      const double rate = gemm_tflops(hw_, 8192.0, 8192.0, 8192.0, false) * 1e6;
+      c.num_kernels = bwd ? 6 : 3;
       c.duration_us = timed(c.flops / rate + memory_time_us(hw_, passes * elems * 2.0),
                             c.num_kernels);
     } else {

@@ -71,3 +71,30 @@ TEST_CASE("an unfused weighted expert activation keeps its intermediates and cos
   rc_fused.opt.recompute_modules = {"moe_act"};
   CHECK(layer_activation_bytes(rc, true) == Approx(layer_activation_bytes(rc_fused, true)));
 }
+
+TEST_CASE("unfused attention: whole S x S scores, their traffic counted once as passes",
+          "[cost]") {
+  Config cfg = test::tiny_config(4);  // seq 1024, 4 heads of 64, tp 1, mbs 1
+  cfg.opt.attention_backend = AttentionBackend::unfused;
+  const StepCosts sc = compute_step_costs(cfg);
+  const Component* f = find_part(sc.moe_layer.get(OpKind::pre_dispatch, Direction::forward),
+                                 "attn.core");
+  const Component* b = find_part(sc.moe_layer.get(OpKind::pre_dispatch, Direction::backward),
+                                 "attn.core.bwd");
+  REQUIRE(f != nullptr);
+  REQUIRE(b != nullptr);
+  const double elems = 1024.0 * 1024 * 4;  // scores of every head, the causal half included
+  const double qkv = 1024.0 * 4 * (2 * 64 + 2 * 64) * 2;
+  // Forward: two GEMMs over the whole matrix; scores written, read and probabilities written by
+  // the softmax, read by the context GEMM.
+  CHECK(f->flops == Approx(2.0 * 1024 * 1024 * 4 * 128));
+  CHECK(f->hbm_bytes == Approx(qkv + 4 * elems * 2));
+  // Backward: four GEMMs; seven passes over S x S tensors.
+  CHECK(b->flops == Approx(2 * f->flops));
+  CHECK(b->hbm_bytes == Approx(2.5 * qkv + 7 * elems * 2));
+  // The math runs at the large-GEMM rate: the small head dimension's cost is the traffic above.
+  const double math_us = f->flops / (cfg.hw.bf16_tflops * cfg.hw.gemm_efficiency * 1e6);
+  const double traffic_us = 4 * elems * 2 / (cfg.hw.hbm_gbps * cfg.hw.hbm_efficiency * 1e3);
+  CHECK(f->duration_us >= math_us + traffic_us);
+  CHECK(f->duration_us < 1.5 * (math_us + traffic_us) + 10);
+}
