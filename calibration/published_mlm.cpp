@@ -154,7 +154,10 @@ PublishedRow map_mlm_ci_row(const nlohmann::json& j, const ClusterMap& clusters)
     m.mla.qk_rope_head_dim = a.integer("--qk-pos-emb-head-dim", 64);
     m.mla.v_head_dim = a.integer("--v-head-dim", 128);
   }
-  m.ffn_hidden_size = a.integer("--ffn-hidden-size", 4 * m.hidden_size);
+  // Megatron-LM's default width: 4h, or with SwiGLU two thirds of it rounded down to 64.
+  const int ffn_default = a.flag("--swiglu") ? (4 * m.hidden_size * 2 / 3) / 64 * 64
+                                             : 4 * m.hidden_size;
+  m.ffn_hidden_size = a.integer("--ffn-hidden-size", ffn_default);
   m.num_experts = a.integer("--num-experts", 0);
   m.router_topk = a.integer("--moe-router-topk", 2);
   m.moe_ffn_hidden_size = a.integer("--moe-ffn-hidden-size", m.ffn_hidden_size);

@@ -140,6 +140,7 @@ TEST_CASE("a CI row reads Megatron-LM's defaults for the loss, the activation an
   CHECK(plain.config->model.tied_embeddings);
   CHECK(plain.config->opt.loss_keeps_fp32_logits());
   CHECK(model::unfused_activation_tensors(*plain.config) == 1);
+  CHECK(plain.config->model.ffn_hidden_size == 4 * 512);
   row["args"]["--untie-embeddings-and-output-weights"] = true;
   row["args"]["--cross-entropy-loss-fusion"] = true;
   row["args"]["--cross-entropy-fusion-impl"] = "te";
@@ -149,6 +150,7 @@ TEST_CASE("a CI row reads Megatron-LM's defaults for the loss, the activation an
   CHECK_FALSE(set.config->model.tied_embeddings);
   CHECK_FALSE(set.config->opt.loss_keeps_fp32_logits());
   CHECK(model::unfused_activation_tensors(*set.config) == 0);
+  CHECK(set.config->model.ffn_hidden_size == 1344);  // SwiGLU: 4h x 2/3, rounded down to 64
   row["args"]["--no-bias-swiglu-fusion"] = true;
   const PublishedRow unfused = map_published_row(row, clusters);
   REQUIRE(unfused.config);
