@@ -51,11 +51,13 @@ TEST_CASE("an unfused weighted expert activation keeps its intermediates and cos
   const double rows = 2048, ffn = 128;
   CHECK(layer_activation_bytes(unfused, true) - layer_activation_bytes(fused, true) ==
         Approx(2 * rows * ffn * 2));
-  const OpCost& mlp = compute_step_costs(unfused).moe_layer.get(OpKind::mlp, Direction::forward);
+  const StepCosts unfused_costs = compute_step_costs(unfused);
+  const OpCost& mlp = unfused_costs.moe_layer.get(OpKind::mlp, Direction::forward);
   const Component* probs = find_part(mlp, "expert.act.probs");
   REQUIRE(probs != nullptr);
   CHECK(probs->hbm_bytes == Approx(rows * ffn * 16));
-  const OpCost& f = compute_step_costs(fused).moe_layer.get(OpKind::mlp, Direction::forward);
+  const StepCosts fused_costs = compute_step_costs(fused);
+  const OpCost& f = fused_costs.moe_layer.get(OpKind::mlp, Direction::forward);
   CHECK(find_part(f, "expert.act.probs") == nullptr);
   CHECK(probs->duration_us > 0);
   // GELU experts: Megatron has no weighted GELU kernel, whatever the fusion flag says.
