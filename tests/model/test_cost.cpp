@@ -119,21 +119,14 @@ TEST_CASE("routing imbalance makes the busiest rank slower", "[cost]") {
   CHECK(skewed > 1.1 * balanced);
 }
 
-namespace {
-const Component* part(const OpCost& op, const std::string& full_name) {
-  for (const auto& c : op.parts)
-    if (c.full_name() == full_name) return &c;
-  return nullptr;
-}
-}  // namespace
 
 TEST_CASE("weight gradients read and write the accumulated k x n gradient", "[cost]") {
   Config cfg = test::tiny_config(4);
   cfg.par.seq_length = 128;  // few rows per expert: the gradient's traffic exceeds the output's
   const StepCosts sc = compute_step_costs(cfg);
   const OpCost& mlp_b = sc.moe_layer.get(OpKind::mlp, Direction::backward);
-  const Component* d = part(mlp_b, "expert.fc1.dgrad");
-  const Component* w = part(mlp_b, "expert.fc1.wgrad");
+  const Component* d = test::component(mlp_b, "expert.fc1.dgrad");
+  const Component* w = test::component(mlp_b, "expert.fc1.wgrad");
   REQUIRE(d != nullptr);
   REQUIRE(w != nullptr);
   // fc1 of the tiny model: k = h = 256, n = 2 * 128 (SwiGLU); a rank receives 128 tokens x top-2
@@ -148,26 +141,26 @@ TEST_CASE("on virtual ranks the model counts the executor's layer", "[cost]") {
   Config cfg = test::tiny_config(4);
   const StepCosts gpus = compute_step_costs(cfg);
   const OpCost& gpus_b = gpus.moe_layer.get(OpKind::pre_dispatch, Direction::backward);
-  CHECK(part(gpus_b, "router.dgrad") != nullptr);
-  CHECK(part(gpus_b, "attn.bda+norm.dgrad") != nullptr);
+  CHECK(test::component(gpus_b, "router.dgrad") != nullptr);
+  CHECK(test::component(gpus_b, "attn.bda+norm.dgrad") != nullptr);
   cfg.virtual_ranks = 4;
   const StepCosts vr = compute_step_costs(cfg);
   const OpCost& vr_f = vr.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
   const OpCost& vr_b = vr.moe_layer.get(OpKind::pre_dispatch, Direction::backward);
   // No router backward, no LayerNorms: the executor adds the residual inside the projection.
-  CHECK(part(vr_b, "router.dgrad") == nullptr);
-  CHECK(part(vr_b, "router.wgrad") == nullptr);
-  CHECK(part(vr_f, "attn.bda+norm") == nullptr);
-  REQUIRE(part(vr_b, "attn.add+copy") != nullptr);
+  CHECK(test::component(vr_b, "router.dgrad") == nullptr);
+  CHECK(test::component(vr_b, "router.wgrad") == nullptr);
+  CHECK(test::component(vr_f, "attn.bda+norm") == nullptr);
+  REQUIRE(test::component(vr_b, "attn.add+copy") != nullptr);
   // Its attention stand-in keeps the scores: the backward is twice the forward.
-  const Component* core_f = part(vr_f, "attn.core");
-  const Component* core_b = part(vr_b, "attn.core.bwd");
+  const Component* core_f = test::component(vr_f, "attn.core");
+  const Component* core_b = test::component(vr_b, "attn.core.bwd");
   REQUIRE(core_f != nullptr);
   REQUIRE(core_b != nullptr);
   CHECK(core_b->flops == Approx(2 * core_f->flops));
   // Permute #1's backward reads the top-k rows and writes each token once.
-  const Component* p_f = part(vr_f, "dispatch.permute1");
-  const Component* p_b = part(vr_b, "dispatch.permute1.dgrad");
+  const Component* p_f = test::component(vr_f, "dispatch.permute1");
+  const Component* p_b = test::component(vr_b, "dispatch.permute1.dgrad");
   REQUIRE(p_f != nullptr);
   REQUIRE(p_b != nullptr);
   CHECK(p_b->hbm_bytes == Approx(p_f->hbm_bytes * (2 + 1) / (2.0 * 2)));  // top-2: (2+1) vs 2*2
@@ -182,14 +175,14 @@ TEST_CASE("on virtual ranks MLA is the executor's one QKV GEMM each way", "[cost
   Config cfg = config_from_json(j, "test config");
   cfg.derive_and_check();
   const StepCosts gpus = compute_step_costs(cfg);
-  CHECK(part(gpus.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.kv_down") !=
-        nullptr);
+  const OpCost& gpus_f = gpus.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
+  CHECK(test::component(gpus_f, "attn.kv_down") != nullptr);
   cfg.virtual_ranks = 8;
   const StepCosts vr = compute_step_costs(cfg);
   const OpCost& f = vr.moe_layer.get(OpKind::pre_dispatch, Direction::forward);
-  CHECK(part(f, "attn.kv_down") == nullptr);
-  CHECK(part(f, "attn.q_down") == nullptr);
-  const Component* qkv = part(f, "attn.qkv");
+  CHECK(test::component(f, "attn.kv_down") == nullptr);
+  CHECK(test::component(f, "attn.q_down") == nullptr);
+  const Component* qkv = test::component(f, "attn.qkv");
   REQUIRE(qkv != nullptr);
   // heads * (nope + rope) + kv_lora + rope columns, as executor/op_plan.cpp run_shape folds them.
   const auto& m = cfg.model;
@@ -374,10 +367,10 @@ TEST_CASE("expert tensor parallelism splits the experts' FFN, not their rows", "
   // alltoall: the other ETP rank's half of the rows (T / tp tokens x top-2 per rank, two ranks'
   // worth after the gather) arrives in the gather, h = 256 bf16 each.
   const double rows = 1024.0 / 2 * 2 * 2;
-  const Component* ag = part(mlp2, "etp.allgather");
+  const Component* ag = test::component(mlp2, "etp.allgather");
   REQUIRE(ag != nullptr);
   CHECK(ag->hbm_bytes == Approx(rows * 256 * 2 / 2));
-  CHECK(part(mlp1, "etp.allgather") == nullptr);
+  CHECK(test::component(mlp1, "etp.allgather") == nullptr);
   // allgather: every rank of the ETP x EP group receives every token (twice the ETP 1 bytes).
   auto gathered = [&](int etp) {
     return with_etp(etp, Dispatcher::allgather)

@@ -42,4 +42,10 @@ model::Config qwen(int gpus, int tp, int cp, int ep, int mbs) {
   return c;
 }
 
+const model::Component* component(const model::OpCost& op, const std::string& full_name) {
+  for (const auto& c : op.parts)
+    if (c.full_name() == full_name) return &c;
+  return nullptr;
+}
+
 }  // namespace epo::test

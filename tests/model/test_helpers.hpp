@@ -3,6 +3,7 @@
 #include <string>
 
 #include "model/config.hpp"
+#include "model/cost.hpp"
 
 namespace epo::test {
 
@@ -16,5 +17,8 @@ model::Config tiny_config(int gpus = 4);
 /// Qwen3-30B-A3B on `gpus` H100s (datasheet preset) with the given TP, CP, EP and micro-batch
 /// size, sequence parallel with TP, balanced routing, seq 4096, global batch 64, checked.
 model::Config qwen(int gpus, int tp, int cp, int ep, int mbs);
+
+/// The part of `op` whose full name ("name" or "name.variant") is `full_name`; nullptr if none.
+const model::Component* component(const model::OpCost& op, const std::string& full_name);
 
 }  // namespace epo::test

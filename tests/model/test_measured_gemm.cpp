@@ -4,17 +4,12 @@
 #include "model/error.hpp"
 #include "model/cost.hpp"
 #include "model/measured_gemm.hpp"
+#include "test_helpers.hpp"
 
 using namespace epo;
 using namespace epo::model;
 
 namespace {
-
-const Component* find(const OpCost& op, const std::string& full_name) {
-  for (const auto& c : op.parts)
-    if (c.full_name() == full_name) return &c;
-  return nullptr;
-}
 
 /// One Qwen3-30B-A3B layer on 8 virtual ranks, balanced routing: 16 local experts of 2,048 rows
 /// each (4,096 tokens x top-8 / 16), fc1 2,048 -> 2 x 768, fc2 768 -> 2,048, one GEMM per expert.
@@ -50,7 +45,7 @@ TEST_CASE("a measured expert GEMM shape replaces the fitted rates, pass by pass"
   Config cfg = qwen_on_virtual_ranks();
   const StepCosts fitted = compute_step_costs(cfg);
   const OpCost& f0 = fitted.moe_layer.get(OpKind::mlp, Direction::forward);
-  const Component* fc1_fitted = find(f0, "expert.fc1");
+  const Component* fc1_fitted = test::component(f0, "expert.fc1");
   REQUIRE(fc1_fitted != nullptr);
 
   cfg.hw.expert_gemm_times = {entry(2048, 1536, 2048, "fwd", 1000.0),
@@ -61,17 +56,18 @@ TEST_CASE("a measured expert GEMM shape replaces the fitted rates, pass by pass"
   const OpCost& f = measured.moe_layer.get(OpKind::mlp, Direction::forward);
   const OpCost& b = measured.moe_layer.get(OpKind::mlp, Direction::backward);
   // Every virtual rank runs its experts on the one GPU: eight ranks' worth.
-  REQUIRE(find(f, "expert.fc1") != nullptr);
-  CHECK(find(f, "expert.fc1")->duration_us == Approx(8 * 1000.0));
-  CHECK(find(b, "expert.fc1.dgrad")->duration_us == Approx(8 * 1200.0));
-  const Component* w = find(b, "expert.fc1.wgrad");
+  REQUIRE(test::component(f, "expert.fc1") != nullptr);
+  CHECK(test::component(f, "expert.fc1")->duration_us == Approx(8 * 1000.0));
+  CHECK(test::component(b, "expert.fc1.dgrad")->duration_us == Approx(8 * 1200.0));
+  const Component* w = test::component(b, "expert.fc1.wgrad");
   REQUIRE(w != nullptr);
   CHECK(w->duration_us == Approx(8 * 1500.0));  // its gradient traffic is in the measurement
   CHECK(w->accum_us == 0.0);
   // Rows within 10 %: scaled by rows; fc2's backward has no measured entry and keeps the rates.
-  CHECK(find(f, "expert.fc2")->duration_us == Approx(8 * 400.0 * 2048 / 2000));
-  CHECK(find(b, "expert.fc2.dgrad")->duration_us ==
-        Approx(find(fitted.moe_layer.get(OpKind::mlp, Direction::backward), "expert.fc2.dgrad")
+  CHECK(test::component(f, "expert.fc2")->duration_us == Approx(8 * 400.0 * 2048 / 2000));
+  CHECK(test::component(b, "expert.fc2.dgrad")->duration_us ==
+        Approx(test::component(fitted.moe_layer.get(OpKind::mlp, Direction::backward),
+                               "expert.fc2.dgrad")
                    ->duration_us));
   CHECK(f.duration_us() != Approx(f0.duration_us()));  // the op is built from its parts
 
@@ -81,8 +77,8 @@ TEST_CASE("a measured expert GEMM shape replaces the fitted rates, pass by pass"
   CHECK(measured_expert_gemm_us(cfg.hw, 32, 2048, 1536, 2048, "fwd", "per_expert") < 0);
   cfg.hw.expert_gemm_times = {entry(2048 * 1.2, 1536, 2048, "fwd", 1000.0)};
   const StepCosts far = compute_step_costs(cfg);
-  CHECK(find(far.moe_layer.get(OpKind::mlp, Direction::forward), "expert.fc1")->duration_us ==
-        Approx(fc1_fitted->duration_us));
+  const OpCost& far_f = far.moe_layer.get(OpKind::mlp, Direction::forward);
+  CHECK(test::component(far_f, "expert.fc1")->duration_us == Approx(fc1_fitted->duration_us));
 }
 
 TEST_CASE("measured expert GEMMs read back from a profile and refuse what they cannot be",

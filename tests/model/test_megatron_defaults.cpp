@@ -10,14 +10,6 @@
 using namespace epo;
 using namespace epo::model;
 
-namespace {
-const Component* find_part(const OpCost& op, const std::string& full_name) {
-  for (const auto& c : op.parts)
-    if (c.full_name() == full_name) return &c;
-  return nullptr;
-}
-}  // namespace
-
 TEST_CASE("a tied output layer shares the embedding's weight where one stage holds both",
           "[memory]") {
   Config untied = test::tiny_config(4);
@@ -53,12 +45,12 @@ TEST_CASE("an unfused weighted expert activation keeps its intermediates and cos
         Approx(2 * rows * ffn * 2));
   const StepCosts unfused_costs = compute_step_costs(unfused);
   const OpCost& mlp = unfused_costs.moe_layer.get(OpKind::mlp, Direction::forward);
-  const Component* probs = find_part(mlp, "expert.act.probs");
+  const Component* probs = test::component(mlp, "expert.act.probs");
   REQUIRE(probs != nullptr);
   CHECK(probs->hbm_bytes == Approx(rows * ffn * 16));
   const StepCosts fused_costs = compute_step_costs(fused);
   const OpCost& f = fused_costs.moe_layer.get(OpKind::mlp, Direction::forward);
-  CHECK(find_part(f, "expert.act.probs") == nullptr);
+  CHECK(test::component(f, "expert.act.probs") == nullptr);
   CHECK(probs->duration_us > 0);
   // GELU experts: Megatron has no weighted GELU kernel, whatever the fusion flag says.
   Config gelu = fused;
@@ -79,9 +71,9 @@ TEST_CASE("unfused attention: whole S x S scores, their traffic counted once as 
   Config cfg = test::tiny_config(4);  // seq 1024, 4 heads of 64, tp 1, mbs 1
   cfg.opt.attention_backend = AttentionBackend::unfused;
   const StepCosts sc = compute_step_costs(cfg);
-  const Component* f = find_part(sc.moe_layer.get(OpKind::pre_dispatch, Direction::forward),
+  const Component* f = test::component(sc.moe_layer.get(OpKind::pre_dispatch, Direction::forward),
                                  "attn.core");
-  const Component* b = find_part(sc.moe_layer.get(OpKind::pre_dispatch, Direction::backward),
+  const Component* b = test::component(sc.moe_layer.get(OpKind::pre_dispatch, Direction::backward),
                                  "attn.core.bwd");
   REQUIRE(f != nullptr);
   REQUIRE(b != nullptr);
