@@ -224,7 +224,7 @@ class Builder {
       c.flops = (bwd ? 2.0 : 1.0) * 2.0 * T * S * heads * (dqk + dv);
       const double passes = bwd ? 7.0 : 4.0;
       c.hbm_bytes = factor * T * heads * (2 * dqk + 2 * dv) * 2.0 + passes * elems * 2.0;
-      const double rate = gemm_tflops(hw_, 8192.0, 8192.0, 8192.0, false) * 1e6;
+      const double rate = hw_.peak_tflops(false) * hw_.gemm_efficiency * 1e6;
       c.num_kernels = bwd ? 6 : 3;
       c.duration_us = timed(c.flops / rate + memory_time_us(hw_, passes * elems * 2.0),
                             c.num_kernels);
