@@ -34,6 +34,28 @@ namespace {
 using detail::Builder;
 using detail::ring_time_us;
 
+/// HBM bytes per local logit of the loss, forward and backward, and its kernels.
+struct LossBytes {
+  double forward, backward;
+  int forward_kernels, backward_kernels;
+};
+
+/// What each cross-entropy implementation reads and writes per logit (bf16 logits):
+/// - TE's kernel (te, fused): one pass for the row maxima and sums (read 2), one writing the
+///   gradient over the logits in place (read 2, write 2); the backward scales it in place.
+/// - Megatron's fused vocab-parallel loss (native), three compiled functions: the fp32 copy
+///   (read 2, write 4), the shifted exponentials (read 4, write 4), the division by their sums
+///   (read 4, write 4); the backward turns the saved softmax into the gradient and casts it to
+///   bf16 (read 4, write 2, and its index update).
+/// - The unfused loss, eager: the fp32 copy, the maxima, the shift, the exponentials, their sums
+///   and the division (6 + 4 + 8 + 8 + 4 + 8); the backward's product in place and the cast of
+///   the fp32 gradient back to bf16 (8 + 6).
+LossBytes loss_bytes_per_logit(const Options& o) {
+  if (!o.cross_entropy_fusion) return {38.0, 14.0, 6, 2};
+  if (o.cross_entropy_te) return {6.0, 4.0, 2, 1};
+  return {22.0, 8.0, 3, 1};
+}
+
 }  // namespace
 
 int flex_comm_sms(const Config& cfg) {
@@ -133,13 +155,16 @@ StepCosts compute_shape_costs(const Config& cfg) {
   sc.embedding_bwd = Builder::assemble(OpKind::embedding, Direction::backward, StreamKind::compute,
                                        {b.mem("embedding.grad", T * h * 4 * 2), dense_grad});
   const double heads = 1.0 + m.mtp_num_layers;  // main head + one per MTP layer
+  const LossBytes loss = loss_bytes_per_logit(cfg.opt);
+  const double logits = heads * T * V / p.tp;
   sc.lm_head_fwd = Builder::assemble(
       OpKind::lm_head_loss, Direction::forward, StreamKind::compute,
-      {b.gemm("lm_head", T, V / p.tp, h, heads), b.mem("loss.softmax", heads * T * V / p.tp * 4 * 2)});
+      {b.gemm("lm_head", T, V / p.tp, h, heads),
+       b.mem("loss.softmax", logits * loss.forward, loss.forward_kernels)});
   sc.lm_head_bwd = Builder::assemble(
       OpKind::lm_head_loss, Direction::backward, StreamKind::compute,
       {b.gemm("lm_head.dgrad", T, h, V / p.tp, heads), b.gemm("lm_head.wgrad", h, V / p.tp, T, heads),
-       b.mem("loss.softmax.bwd", heads * T * V / p.tp * 4 * 2)});
+       b.mem("loss.softmax.bwd", logits * loss.backward, loss.backward_kernels)});
 
   if (cfg.decoder_only) {
     // Only decoder layers run: the embedding and LM head ops keep their kinds but cost nothing.

@@ -1,6 +1,6 @@
 // What Megatron-LM does by default and Bridge's recipes turn off or on, as the memory and cost
 // models follow it: the output layer tied to the embedding, the experts' activation weighted by
-// the routing probabilities outside a fused kernel.
+// the routing probabilities outside a fused kernel, the loss by its cross-entropy implementation.
 #include "catch.hpp"
 #include "model/config_io.hpp"
 #include "model/cost.hpp"
@@ -91,4 +91,37 @@ TEST_CASE("unfused attention: whole S x S scores, their traffic counted once as 
   const double traffic_us = 4 * elems * 2 / (cfg.hw.hbm_gbps * cfg.hw.hbm_efficiency * 1e3);
   CHECK(f->duration_us >= math_us + traffic_us);
   CHECK(f->duration_us < 1.5 * (math_us + traffic_us) + 10);
+}
+
+TEST_CASE("the loss's traffic over the logits follows the cross-entropy implementation",
+          "[cost][loss]") {
+  Config te = test::tiny_config(4);  // TE's kernel on the bf16 logits (Bridge's recipes)
+  Config native = te, plain = te;
+  native.opt.cross_entropy_te = false;       // Megatron-LM's default: its compiled fp32 loss
+  plain.opt.cross_entropy_fusion = false;    // the eager vocab-parallel loss
+  const double logits = static_cast<double>(te.tokens_per_microbatch()) * te.model.vocab_size;
+  auto bytes_per_logit = [&](const Config& c, bool forward) {
+    const StepCosts sc = compute_step_costs(c);
+    const OpCost& op = forward ? sc.lm_head_fwd : sc.lm_head_bwd;
+    const Component* loss = test::component(op, forward ? "loss.softmax" : "loss.softmax.bwd");
+    REQUIRE(loss != nullptr);
+    return loss->hbm_bytes / logits;
+  };
+  // TE reads the logits twice and overwrites them with their gradient; the native loss also
+  // writes and reads an fp32 copy three times; the eager one adds its separate passes.
+  CHECK(bytes_per_logit(te, true) < bytes_per_logit(native, true));
+  CHECK(bytes_per_logit(native, true) < bytes_per_logit(plain, true));
+  CHECK(bytes_per_logit(te, false) < bytes_per_logit(native, false));
+  CHECK(bytes_per_logit(native, false) < bytes_per_logit(plain, false));
+  // At least a read of the bf16 logits forward and a read and write backward; the fp32 copy's
+  // write and read where there is one.
+  CHECK(bytes_per_logit(te, true) >= 4.0);
+  CHECK(bytes_per_logit(te, false) >= 4.0);
+  CHECK(bytes_per_logit(native, true) >= 2.0 + 4.0 + 4.0);
+  CHECK(compute_step_costs(te).lm_head_fwd.duration_us() <
+        compute_step_costs(native).lm_head_fwd.duration_us());
+  // An MTP layer adds its own head and loss over the same logits.
+  Config mtp = te;
+  mtp.model.mtp_num_layers = 1;
+  CHECK(bytes_per_logit(mtp, true) == Approx(2 * bytes_per_logit(te, true)));
 }
