@@ -20,6 +20,15 @@ enum class GemmType { bf16, fp8, fp4 };
 /// layer at 8.91 ms): 1.52 x the rate. Carried to the other Blackwell GPUs.
 constexpr double kFp4OverFp8GemmRate = 1.52;
 
+/// Fused attention with heads of 64 runs at this share of its rate with heads of 128 (the shapes
+/// the attention efficiencies were measured at), forward and backward: cuDNN on an H100 SXM5 at
+/// a 4,096-token sequence, 408 against 609 TFLOP/s forward and 417 against 499 backward
+/// (FlashAttention-3, arXiv 2407.08608, its benchmark figures; FlashAttention-3 itself 0.75 and
+/// 0.84). Half the head dimension halves the work a loaded tile of keys and values feeds. Between
+/// 64 and 128 the share is interpolated in the head dimension; below 64 it is held.
+constexpr double kAttnFwdRateAtHead64 = 408.0 / 609.0;
+constexpr double kAttnBwdRateAtHead64 = 417.0 / 499.0;
+
 /// Expert GEMMs measured on this GPU at a planned configuration's own shape (epo calibrate bench
 /// --for): `experts` products of rows x n x k in one launch on the executor's path `launch`
 /// (per_expert, grouped or strided), one pass (fwd, dgrad, or wgrad summed into the gradient),

@@ -87,6 +87,23 @@ TEST_CASE("fused attention runs at the measured forward and backward rates", "[c
   const StepCosts sp = compute_step_costs(plain);
   const Component& pf = part(sp.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.core");
   CHECK(rate(pf) != Approx(rate(fwd)).epsilon(0.01));
+  // Heads of 64 (gpt-oss) feed less work per loaded tile: slower per FLOP, the forward more than
+  // the backward; heads of 96 between the two; the measured rates hold from 128 up.
+  auto rates_at = [&](int head_dim) {
+    Config h = c;
+    h.model.head_dim = head_dim;
+    const StepCosts s = compute_step_costs(h);
+    return std::make_pair(
+        rate(part(s.moe_layer.get(OpKind::pre_dispatch, Direction::forward), "attn.core")),
+        rate(part(s.moe_layer.get(OpKind::pre_dispatch, Direction::backward), "attn.core.bwd")));
+  };
+  const auto r64 = rates_at(64), r96 = rates_at(96), r128 = rates_at(128);
+  CHECK(r128.first == Approx(rate(fwd)).epsilon(0.01));
+  CHECK(r64.first < 0.75 * r128.first);
+  CHECK(r64.second < r128.second);
+  CHECK(r64.second / r128.second > r64.first / r128.first);
+  CHECK(r96.first > r64.first);
+  CHECK(r96.first < r128.first);
 }
 
 TEST_CASE("the framework's per-step host time is serial with the step", "[predict][host]") {
