@@ -157,8 +157,9 @@ struct Options {
   /// place; without it Megatron's vocab-parallel cross-entropy keeps an fp32 copy of them.
   bool cross_entropy_fusion = true;
   /// --cross-entropy-fusion-impl: te (what Bridge's performance scripts set) runs TE's kernel on
-  /// the bf16 logits in place; native (Megatron-LM's default) is Megatron's vocab-parallel
-  /// cross-entropy under torch.compile, which keeps an fp32 softmax as the unfused loss does.
+  /// the bf16 logits in place (TE up to 2.17; 2.18 keeps an fp32 gradient instead); native
+  /// (Megatron-LM's default) is Megatron's vocab-parallel cross-entropy under torch.compile,
+  /// which keeps an fp32 softmax as the unfused loss does.
   bool cross_entropy_te = true;
   /// bias_activation_fusion (Bridge's MoE models: on; Megatron-LM's --no-bias-swiglu-fusion or
   /// --no-bias-gelu-fusion: off): the experts' GLU weighted by the routing probabilities in one

@@ -42,7 +42,9 @@ struct LossBytes {
 
 /// What each cross-entropy implementation reads and writes per logit (bf16 logits):
 /// - TE's kernel (te, fused): one pass for the row maxima and sums (read 2), one writing the
-///   gradient over the logits in place (read 2, write 2); the backward scales it in place.
+///   gradient over the logits in place (read 2, write 2); the backward scales it in place. (TE
+///   up to 2.17, what the published runs used; from 2.18 it writes an fp32 gradient instead,
+///   about 8 / 14 bytes with the cast back, and keeps it.)
 /// - Megatron's fused vocab-parallel loss (native), three compiled functions: the fp32 copy
 ///   (read 2, write 4), the shifted exponentials (read 4, write 4), the division by their sums
 ///   (read 4, write 4); the backward turns the saved softmax into the gradient and casts it to
