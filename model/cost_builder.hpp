@@ -102,8 +102,7 @@ class Builder {
 
   /// `count` expert GEMMs of m x n x k as `calls` library calls spread over four streams
   /// (ExpertGemm::streams): each GEMM's last, partly idle wave of tiles is filled by the next
-  /// one's, so together they run like one GEMM of all m * count rows; each call costs
-  /// gemm_call_us.
+  /// one's, so together they run like one GEMM of all m * count rows; a call costs gemm_call_us.
   Component streams_gemm(const char* name, double m, double n, double k, double count,
                          double calls) const {
     return filled_gemm(name, m, n, k, count, calls, 1.0, hw_.gemm_call_cost_us());
@@ -178,13 +177,6 @@ class Builder {
   /// Host mode: a library call costs the host call_us (a GPU per rank), not one launch.
   bool host_pays_call_ = false;
 
-  /// Fused attention's rate at head dimension `d` against its rate at 128 (kAttnFwdRateAtHead64).
-  static double attention_head_dim_share(double d, bool backward) {
-    const double at64 = backward ? kAttnBwdRateAtHead64 : kAttnFwdRateAtHead64;
-    const double t = std::clamp((d - 64.0) / 64.0, 0.0, 1.0);
-    return at64 + (1.0 - at64) * t;
-  }
-
   /// Core attention (flash style): causal, queries of this rank against the whole sequence.
   Component core_attention(const char* name, double factor) const {
     double heads = static_cast<double>(m_.num_attention_heads) / p_.tp;
@@ -245,11 +237,10 @@ class Builder {
       c.flops = full_flops + band_flops;
       double t = 0;
       if (hw_.attn_fwd_efficiency > 0 && hw_.attn_bwd_efficiency > 0) {
-        // Measured fused-attention rates at a 4,096-token sequence, forward or backward (factor
-        // above 1: the backward's recomputed scores and three gradients).
-        const bool bwd = factor > 1.0;
-        const double eff = (bwd ? hw_.attn_bwd_efficiency : hw_.attn_fwd_efficiency) *
-                           attention_head_dim_share(std::max(dqk, dv), bwd);
+        // Measured fused-attention rates at a 4,096-token sequence and heads of 128, forward or
+        // backward (factor above 1: the backward's recomputed scores and three gradients).
+        const double eff = (factor > 1.0 ? hw_.attn_bwd_efficiency : hw_.attn_fwd_efficiency) *
+                           attention_head_dim_share(std::max(dqk, dv), factor > 1.0);
         const double hs = hw_.attn_half_seq;
         auto rate = [&](double seq) {
           const double seq_scale = hs > 0 ? (seq / (seq + hs)) / (4096.0 / (4096.0 + hs)) : 1.0;

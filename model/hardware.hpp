@@ -2,6 +2,7 @@
 // A hardware profile: datasheet figures plus the cost model's parameters. Presets in
 // presets/hardware/*.json are uncalibrated starting profiles; `epo calibrate fit` writes profiles
 // of the same shape with fitted values and their provenance.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,13 @@ constexpr double kFp4OverFp8GemmRate = 1.52;
 /// 64 and 128 the share is interpolated in the head dimension; below 64 it is held.
 constexpr double kAttnFwdRateAtHead64 = 408.0 / 609.0;
 constexpr double kAttnBwdRateAtHead64 = 417.0 / 499.0;
+
+/// Fused attention's rate at head dimension `d` against its rate at 128 (above).
+inline double attention_head_dim_share(double d, bool backward) {
+  const double at64 = backward ? kAttnBwdRateAtHead64 : kAttnFwdRateAtHead64;
+  const double t = std::clamp((d - 64.0) / 64.0, 0.0, 1.0);
+  return at64 + (1.0 - at64) * t;
+}
 
 /// Expert GEMMs measured on this GPU at a planned configuration's own shape (epo calibrate bench
 /// --for): `experts` products of rows x n x k in one launch on the executor's path `launch`
