@@ -97,7 +97,8 @@ TEST_CASE("op-benchmark rows map to the configuration of their op", "[op_bench]"
   REQUIRE(layer.config.has_value());
   CHECK(layer.quantity == OpQuantity::layer_forward_ms);
   CHECK(layer.config->model.moe_ffn_hidden_size == 2048);
-  CHECK(layer.config->model.shared_expert_ffn_hidden_size == 2048);
+  // The notes name a shared expert of 2048, but moe_perf's harness builds its layer without one.
+  CHECK(layer.config->model.shared_expert_ffn_hidden_size == 0);
   CHECK(layer.config->model.num_experts == 32);
   CHECK(layer.config->par.ep == 8);
   CHECK(layer.config->opt.routing.kind == model::RoutingKind::balanced);
