@@ -201,11 +201,11 @@ OpBenchRow map_op_benchmark_row(const nlohmann::json& j, const ClusterMap& clust
     // Megatron-LM's moe_perf cases: one MoE layer, TP1 EP8, force-balanced routing; the
     // expert width is in the notes. The notes name the DeepSeek proxy's shared expert too, but
     // the benchmark's TransformerConfig is built without it (moe_perf/__main__.py,
-    // _build_transformer_config passes no moe_shared_expert_intermediate_size): none runs.
+    // _build_transformer_config passes no moe_shared_expert_intermediate_size): op_model's
+    // layer has none either.
     const int moe_ffn = note_int(notes, "moe_ffn ([0-9]+)", 0);
     if (moe_ffn <= 0) return reject("expert width (moe_ffn) not published in the notes");
     c.model = op_model(hidden, experts, topk, moe_ffn);
-    c.model.shared_expert_ffn_hidden_size = 0;
     c.model.router_num_groups = note_int(notes, "groups ([0-9]+)/top-[0-9]+", 0);
     c.model.router_group_topk = note_int(notes, "groups [0-9]+/top-([0-9]+)", 0);
     if (contains(lower(notes), "sigmoid")) c.model.score_function = model::ScoreFunction::sigmoid;
